@@ -1,0 +1,1 @@
+"""The labeling service: a GraphQL API over projects, tags and jobs that calls extractors and models."""

@@ -1,0 +1,91 @@
+"""Settings of the labeling service: one frozen dataclass, read once from ``EXTRACTOR_LABELING_*``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "EXTRACTOR_LABELING_"
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value the service cannot use."""
+
+
+@dataclass(frozen=True)
+class LabelingSettings:
+    """Everything the labeling server and its workers can be told; defaults suit one machine."""
+
+    # Where the embedded SQLite database lives when DATABASE_URL is not given.
+    data_dir: Path = Path("./data")
+    # SQLAlchemy URL; empty means sqlite:///<data_dir>/labeling.db. PostgreSQL to scale out.
+    database_url: str = ""
+    # Comma-separated hosts and CIDRs that outbound calls may reach although private or loopback.
+    outbound_allow: str = ""
+    # Worker threads run inside each server process; 0 leaves jobs to `extractor labeling worker`.
+    embedded_workers: int = 2
+    # seconds a claimed job stays owned without a heartbeat; after that another worker takes it
+    job_lease_seconds: float = 60.0
+    # seconds between two heartbeats of a running job (well below the lease)
+    job_heartbeat_seconds: float = 10.0
+    # seconds an idle worker sleeps between two looks at the jobs table
+    job_poll_seconds: float = 1.0
+    # claims of one job before it is failed for good (a job that keeps killing its worker)
+    job_max_attempts: int = 5
+    # seconds to connect to a custom or prediction API
+    outbound_connect_timeout: float = 5.0
+    # seconds to wait for a custom or prediction API's reply (OCR and speech can be slow)
+    outbound_read_timeout: float = 120.0
+    # bytes; a longer reply fails the job rather than filling memory
+    outbound_max_reply_bytes: int = 32 * 1024 * 1024
+    # further attempts after a connection error, 429 or 5xx, with exponential backoff
+    outbound_retries: int = 3
+    # bytes; one GraphQL request with all its uploads (413 above)
+    max_upload_bytes: int = 200 * 1024 * 1024
+    # Run Alembic migrations when `serve`, `worker` or `add-user` start.
+    auto_migrate: bool = True
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL in force: the explicit one, else SQLite inside the data directory."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'labeling.db').resolve()}"
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **overrides: Any
+    ) -> LabelingSettings:
+        """Read the defaults, then ``EXTRACTOR_LABELING_<FIELD>`` variables, then ``overrides``."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for spec in fields(cls):
+            raw = environ.get(ENV_PREFIX + spec.name.upper())
+            if raw is None or raw.strip() == "":
+                continue
+            values[spec.name] = _parse(spec.name, spec.type, raw.strip())
+        return replace(cls(**values), **overrides)
+
+
+def _parse(name: str, kind: Any, raw: str) -> Any:
+    """Turn one environment string into the field's type, naming the variable when it is wrong."""
+    kind = str(kind)
+    try:
+        if kind == "bool":
+            if raw.lower() in {"1", "true", "yes", "on"}:
+                return True
+            if raw.lower() in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(raw)
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+        if kind == "Path":
+            return Path(raw)
+        return raw
+    except ValueError as exc:
+        raise SettingsError(f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid {kind}") from exc

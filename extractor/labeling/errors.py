@@ -1,0 +1,83 @@
+"""The labeling service's errors: one base, each subclass a GraphQL ``code`` and ``type``.
+
+Resolvers raise these; the GraphQL error formatter turns them into ``extensions`` and anything
+else into a generic ``INTERNAL_SERVER_ERROR`` whose real cause is only logged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class LabelingError(Exception):
+    """Base of every error the service reports to a client."""
+
+    code: ClassVar[str] = "INTERNAL_SERVER_ERROR"
+    type: ClassVar[str] = "InternalServerError"
+    default_message: ClassVar[str] = "Internal server error"
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or self.default_message)
+        self.message = message or self.default_message
+
+    @property
+    def extensions(self) -> dict[str, Any]:
+        """The ``extensions`` object of the GraphQL error: both spellings clients read."""
+        return {"code": self.code, "type": self.type}
+
+
+class AuthenticationError(LabelingError):
+    """No token, or one the service never issued: clients match the exact message."""
+
+    code = "UNAUTHENTICATED"
+    type = "AuthenticationError"
+    default_message = "Unauthorized"
+
+
+class ForbiddenError(LabelingError):
+    """The caller is known but may not do this (another team, a team-only capability)."""
+
+    code = "FORBIDDEN"
+    type = "ForbiddenError"
+    default_message = "Forbidden"
+
+
+class UserInputError(LabelingError):
+    """The request is well-formed GraphQL but its values cannot be used."""
+
+    code = "BAD_USER_INPUT"
+    type = "UserInputError"
+    default_message = "Invalid input"
+
+
+class NotFoundError(LabelingError):
+    """The thing does not exist, or exists where the caller cannot see it (never leaked)."""
+
+    code = "NOT_FOUND"
+    type = "NotFoundError"
+    default_message = "Not found"
+
+
+class InternalServerError(LabelingError):
+    """Something failed on our side; the message stays generic, the cause goes to the log."""
+
+
+class StorageError(InternalServerError):
+    """The database failed (SQLAlchemy errors are translated to this at the session boundary)."""
+
+
+class JobFailure(Exception):
+    """A job cannot finish; its message and ``args_`` become the job's ``JobError``.
+
+    Messages are written for the user who polls the job: they name the document, batch or URL
+    involved, never a secret and never a Python traceback.
+    """
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class JobInterrupted(Exception):
+    """The worker lost its lease or is stopping: leave the job for another worker to resume."""
