@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, get_args, get_type_hints
 
 ENV_PREFIX = "EXTRACTOR_"
 FORMATS = ("json", "text")
@@ -165,10 +165,9 @@ class Settings:
 def parse_value(name: str, hint: Any, raw: str) -> Any:
     """Turn the text of an env var or flag into the field's type, naming the variable on error."""
     text = raw.strip()
-    optional = "None" in str(hint)
-    if optional and text == "":
+    if text == "" and (isinstance(hint, str) or _is_optional(hint)):
         return None
-    kind = str(hint).replace(" | None", "")
+    kind = hint if isinstance(hint, str) else type_name(hint)
     try:
         if kind == "bool":
             lowered = text.lower()
@@ -186,10 +185,20 @@ def parse_value(name: str, hint: Any, raw: str) -> Any:
     return text
 
 
+def _is_optional(hint: Any) -> bool:
+    return type(None) in get_args(hint)
+
+
+def type_name(hint: Any) -> str:
+    """``int`` for ``int`` and for ``int | None``."""
+    args = [a for a in get_args(hint) if a is not type(None)]
+    return (args[0] if args else hint).__name__
+
+
 def setting_fields() -> list[tuple[dataclasses.Field[Any], str]]:
     """Every setting with its type name, for the CLI and the README table."""
     hints = get_type_hints(Settings)
-    return [(f, str(hints[f.name]).replace(" | None", "")) for f in dataclasses.fields(Settings)]
+    return [(f, type_name(hints[f.name])) for f in dataclasses.fields(Settings)]
 
 
 def settings_table() -> str:

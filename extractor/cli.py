@@ -1,0 +1,147 @@
+"""``extractor serve | extract | check | labeling ...``: the command line of the package."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .config import Settings, SettingsError, parse_value, setting_fields
+from .errors import ExtractorError
+
+
+def _add_setting_flags(parser: argparse.ArgumentParser, skip: Sequence[str] = ()) -> None:
+    """One flag per setting, named after its EXTRACTOR_* variable; unset flags leave env alone."""
+    group = parser.add_argument_group("settings (each also EXTRACTOR_<NAME>)")
+    for f, kind in setting_fields():
+        if f.name in skip:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f.metadata["help"] + (f" [default: {f.default}]" if f.default is not None else "")
+        if kind == "bool":
+            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
+                               default=None, help=help_text)  # fmt: skip
+        else:
+            group.add_argument(flag, dest=f.name, default=None, metavar=kind.upper(),
+                               choices=f.metadata.get("choices"), help=help_text)  # fmt: skip
+
+
+def _settings_from(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {}
+    for f, kind in setting_fields():
+        value = getattr(args, f.name, None)
+        if value is None:
+            continue
+        overrides[f.name] = value if isinstance(value, bool) else parse_value(f.name, kind, value)
+    return Settings.load(overrides=overrides)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .app import create_app
+    from .gunicorn_conf import gunicorn_options
+    from .serving import serve
+
+    settings = _settings_from(args)
+    serve(lambda: create_app(settings), gunicorn_options(settings))
+    return 0
+
+
+def _extract(args: argparse.Namespace) -> int:
+    """Answer as POST /extract would, for one local file, without a server."""
+    from .importable import to_importable
+    from .media import MediaKind, sniff
+    from .negotiate import choose_format
+    from .app import RENDERERS
+    from .service import ExtractOptions, Extractor
+
+    settings = _settings_from(args)
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"extractor: no such file: {path}", file=sys.stderr)
+        return 2
+    extractor = Extractor(settings)
+    try:
+        with path.open("rb") as fh:
+            sniffed = sniff(fh.read(2048))
+        chosen = choose_format(None, args.format, settings.default_format,
+                               audio=sniffed.kind is MediaKind.AUDIO)  # fmt: skip
+        options = ExtractOptions(language=args.language, speakers=args.speakers,
+                                 word_timestamps=args.words)  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="extractor-", dir=settings.tmp_dir) as tmp:
+            document = extractor.extract(path, path.name, sniffed, Path(tmp), options)
+    except ExtractorError as exc:
+        print(json.dumps(exc.to_json()), file=sys.stderr)
+        return 1
+    finally:
+        extractor.close()
+    render = RENDERERS[chosen.name]
+    sys.stdout.write(json.dumps(to_importable(document), indent=2) + "\n" if render is None
+                     else render(document))  # fmt: skip
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from .check import run_check
+
+    return run_check(args.url, secret=args.secret, kind=args.kind, as_json=args.json)
+
+
+def _settings_doc(_args: argparse.Namespace) -> int:
+    from .config import settings_table
+
+    print(settings_table())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="extractor", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="serve POST /extract under gunicorn")
+    _add_setting_flags(serve)
+    serve.set_defaults(run=_serve)
+
+    extract = sub.add_parser("extract", help="print what POST /extract would answer for FILE")
+    extract.add_argument("file")
+    extract.add_argument("--format", choices=("json", "text", "vtt", "srt"), default=None)
+    extract.add_argument("--language", default=None, help="spoken language (ISO 639-1)")
+    extract.add_argument("--speakers", choices=("channels",), default=None)
+    extract.add_argument("--words", action="store_true", help="time every word (audio)")
+    _add_setting_flags(extract, skip=("bind", "workers", "threads", "secret"))
+    extract.set_defaults(run=_extract)
+
+    check = sub.add_parser("check", help="check that the extractor at URL meets the contract")
+    check.add_argument("url")
+    check.add_argument("--secret", default=None, help="sent as 'Authorization: Bearer <secret>'")
+    check.add_argument("--kind", choices=("ocr", "audio", "all"), default="all")
+    check.add_argument("--json", action="store_true", help="print a JSON report")
+    check.set_defaults(run=_check)
+
+    settings = sub.add_parser("settings", help="print the Markdown table of every setting")
+    settings.set_defaults(run=_settings_doc)
+
+    sub.add_parser("labeling", help="the labeling service: serve, worker, add-user, migrate",
+                   add_help=False)  # fmt: skip
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "labeling":
+        from .labeling.cli import main as labeling_main
+
+        return labeling_main(argv[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except SettingsError as exc:
+        print(f"extractor: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
