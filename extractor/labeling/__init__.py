@@ -1,1 +1,1 @@
-"""The labeling service: a GraphQL API over projects, tags and jobs that calls extractors and models."""
+"""The labeling service: a GraphQL API over projects, tags and jobs; calls extractors and models."""

@@ -1,4 +1,4 @@
-"""Settings of the labeling service: one frozen dataclass, read once from ``EXTRACTOR_LABELING_*``."""
+"""Settings of the labeling service: one frozen dataclass read from ``EXTRACTOR_LABELING_*``."""
 
 from __future__ import annotations
 
@@ -35,10 +35,14 @@ class LabelingSettings:
     job_poll_seconds: float = 1.0
     # claims of one job before it is failed for good (a job that keeps killing its worker)
     job_max_attempts: int = 5
-    # seconds to connect to a custom or prediction API
-    outbound_connect_timeout: float = 5.0
-    # seconds to wait for a custom or prediction API's reply (OCR and speech can be slow)
-    outbound_read_timeout: float = 120.0
+    # seconds to resolve and connect to a custom or prediction API
+    outbound_connect_timeout: float = 10.0
+    # seconds an API may stay silent mid-reply; above the extractor's own 600 s request limit
+    outbound_read_timeout: float = 620.0
+    # seconds for one whole call: every attempt, redirect and backoff wait together
+    outbound_total_timeout: float = 900.0
+    # seconds before the first retry, doubling each time (Retry-After wins when sent)
+    outbound_backoff_seconds: float = 0.5
     # bytes; a longer reply fails the job rather than filling memory
     outbound_max_reply_bytes: int = 32 * 1024 * 1024
     # further attempts after a connection error, 429 or 5xx, with exponential backoff

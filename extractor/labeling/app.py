@@ -1,0 +1,163 @@
+"""The labeling service's Flask app: ``POST /graphql`` (JSON or multipart) and ``GET /healthz``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ariadne import combine_multipart_data, graphql_sync
+from ariadne.exceptions import HttpBadRequestError
+from flask import Flask, Response, current_app, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from extractor.labeling.auth import authenticate
+from extractor.labeling.autolabel import AutoLabelJob
+from extractor.labeling.clients import ExtractorClient
+from extractor.labeling.config import LabelingSettings
+from extractor.labeling.db import Database
+from extractor.labeling.errors import LabelingError
+from extractor.labeling.graphql import format_error, labeling_schema, request_error_log
+from extractor.labeling.jobs import JobHandler, JobQueue, WorkerPool
+from extractor.labeling.project_jobs import CreateProjectJob
+from extractor.labeling.service import LabelingService
+
+log = logging.getLogger(__name__)
+
+EXTENSION = "labeling"
+
+
+@dataclass
+class LabelingState:
+    """What one app owns: its database, queue, service and (embedded) worker threads."""
+
+    settings: LabelingSettings
+    db: Database
+    queue: JobQueue
+    service: LabelingService
+    workers: WorkerPool
+    client: ExtractorClient
+
+    def start_workers(self) -> None:
+        """Start the embedded worker threads, if the settings ask for any."""
+        if self.workers.size > 0:
+            self.workers.start()
+
+    def close(self) -> None:
+        """Stop the worker threads (their jobs are handed back) and close the database."""
+        self.workers.stop()
+        self.client.close()
+        self.db.dispose()
+
+
+def job_handlers(db: Database, client: ExtractorClient) -> dict[str, JobHandler]:
+    """The registry of job kinds this deployment runs."""
+    handlers: list[JobHandler] = [CreateProjectJob(db, client), AutoLabelJob(db, client)]
+    return {handler.kind: handler for handler in handlers}
+
+
+def build_state(settings: LabelingSettings, worker_threads: int | None = None) -> LabelingState:
+    """Database, queue, service and a worker pool (not started) for ``settings``."""
+    db = Database(settings.resolved_database_url)
+    queue = JobQueue(db, settings)
+    threads = settings.embedded_workers if worker_threads is None else worker_threads
+    client = ExtractorClient(settings)
+    workers = WorkerPool(queue, job_handlers(db, client), threads)
+    return LabelingState(settings, db, queue, LabelingService(db, queue), workers, client)
+
+
+def error_body(message: str, code: str, type_: str) -> dict[str, Any]:
+    """A GraphQL-shaped body for failures that happen before GraphQL runs."""
+    return {
+        "data": None,
+        "errors": [{"message": message, "extensions": {"code": code, "type": type_}}],
+        "extensions": {},
+    }
+
+
+class BadGraphQLRequest(Exception):
+    """The HTTP body is not a GraphQL request at all (answered 400, never 500)."""
+
+
+def read_operations() -> Any:
+    """The GraphQL request from a JSON body or a multipart (upload) form; 400 on anything else."""
+    if request.mimetype == "multipart/form-data":
+        try:
+            operations = json.loads(request.form.get("operations", ""))
+            files_map = json.loads(request.form.get("map", "{}"))
+            return combine_multipart_data(operations, files_map, request.files)
+        except (ValueError, HttpBadRequestError) as exc:
+            raise BadGraphQLRequest(
+                "Invalid multipart request: needs JSON 'operations' and 'map' fields "
+                "(GraphQL multipart request convention)"
+            ) from exc
+    body = request.get_json(force=True, silent=True)
+    if body is None:
+        raise BadGraphQLRequest("The body must be a JSON object with a 'query' string")
+    return body
+
+
+def graphql_endpoint() -> tuple[Response, int]:
+    """Authenticate, run the operation, and shape the answer as ``{data, errors?, extensions}``."""
+    state: LabelingState = current_app.extensions[EXTENSION]
+    try:
+        caller = authenticate(state.db, request.headers.get("Authorization"))
+    except LabelingError as exc:
+        return jsonify(error_body(exc.message, exc.code, exc.type)), 200
+    try:
+        operations = read_operations()
+    except BadGraphQLRequest as exc:
+        return jsonify(error_body(str(exc), "BAD_REQUEST", "BadRequestError")), 400
+    if not isinstance(operations, dict) or not isinstance(operations.get("query"), str):
+        body = error_body(
+            "The body must be a JSON object with a 'query' string", "BAD_REQUEST", "BadRequestError"
+        )
+        return jsonify(body), 400
+    success, result = graphql_sync(
+        labeling_schema(),
+        operations,
+        context_value={"service": state.service, "caller": caller},
+        error_formatter=format_error,
+        debug=False,
+        logger=request_error_log,
+    )
+    result = dict(result)
+    result.setdefault("data", None)
+    result["extensions"] = result.get("extensions") or {}
+    # GraphQL errors (auth included) travel in a 200 body: clients read `errors`, not the status.
+    _ = success
+    return jsonify(result), 200
+
+
+def create_labeling_app(
+    settings: LabelingSettings | None = None, *, start_workers: bool = False
+) -> Flask:
+    """Build the app; nothing runs at import, and worker threads only when asked.
+
+    ``serve`` builds one app per gunicorn worker (after the fork) with ``start_workers=True``;
+    tests start and stop them through ``app.extensions["labeling"]``.
+    """
+    settings = settings or LabelingSettings.from_env()
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes
+    state = build_state(settings)
+    app.extensions[EXTENSION] = state
+
+    app.add_url_rule("/graphql", "graphql", graphql_endpoint, methods=["POST"])
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return jsonify({"status": "ok"})
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> tuple[Response, int]:
+        code = {413: "PAYLOAD_TOO_LARGE", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(
+            exc.code or 500, "BAD_REQUEST"
+        )
+        name = "".join(part.capitalize() for part in code.split("_")) + "Error"
+        return jsonify(error_body(exc.description or exc.name, code, name)), exc.code or 500
+
+    if start_workers:
+        state.start_workers()
+    return app

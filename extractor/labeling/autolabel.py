@@ -1,0 +1,227 @@
+"""The AutoLabel job: send a token-based project to a prediction API and keep its spans.
+
+Wire format (REFERENCE §2): each request carries one document's lines as ``sentences``; the
+model answers character spans per sentence, which become SPAN labels on the tokens they touch.
+Batches are one document each: ``numberOfFilesPerRequest`` 0 sends a whole document, N > 0 at
+most N of its lines; requests never mix documents, so a reply maps back without ambiguity.
+
+Labels found so far are checkpointed after every batch: a resumed job skips the batches already
+answered. They are appended to the documents only at delivery, in one transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import jsonschema
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from extractor.labeling.clients import ExtractorClient
+from extractor.labeling.db import Database
+from extractor.labeling.documents import Entity, sentences, span_label
+from extractor.labeling.errors import JobFailure
+from extractor.labeling.jobs import JobRun
+from extractor.labeling.models import Document, Project
+
+log = logging.getLogger(__name__)
+
+KIND = "AutoLabel"
+
+# What a prediction API must answer; checked before any span is read.
+PREDICTION_REPLY_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["documents"],
+    "properties": {
+        "id": {"type": ["string", "integer"]},
+        "documents": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id", "labels"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "labels": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["id", "entities"],
+                            "properties": {
+                                "id": {"type": "integer", "minimum": 0},
+                                "entities": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["label", "start_char", "end_char"],
+                                        "properties": {
+                                            "label": {"type": "string", "minLength": 1},
+                                            "start_char": {"type": "integer", "minimum": 0},
+                                            "end_char": {"type": "integer", "minimum": 0},
+                                            "layer": {"type": "integer", "minimum": 0},
+                                            "confidence_score": {"type": "number"},
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+@cache
+def reply_validator() -> jsonschema.protocols.Validator:
+    """One validator for prediction replies, built once."""
+    validator_class = jsonschema.validators.validator_for(PREDICTION_REPLY_SCHEMA)
+    validator_class.check_schema(PREDICTION_REPLY_SCHEMA)
+    return validator_class(PREDICTION_REPLY_SCHEMA)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Lines of one document sent in one request."""
+
+    document_id: str
+    file_name: str
+    cells: list[dict[str, Any]]
+
+
+def plan_batches(
+    documents: list[tuple[str, str, list[dict[str, Any]]]], lines_per_request: int
+) -> list[Batch]:
+    """Split each document's cells into requests, in document then line order."""
+    batches: list[Batch] = []
+    for document_id, file_name, cells in documents:
+        if not cells:
+            continue
+        size = lines_per_request or len(cells)
+        for start in range(0, len(cells), size):
+            batches.append(Batch(document_id, file_name, cells[start : start + size]))
+    return batches
+
+
+def parse_reply(reply: Any, batch: Batch, labeler: str, batch_number: int) -> list[dict[str, Any]]:
+    """The SPAN labels a prediction reply gives for ``batch``; garbage fails the job."""
+    errors = sorted(reply_validator().iter_errors(reply), key=lambda e: list(e.path))
+    if errors:
+        where = "/".join(str(part) for part in errors[0].absolute_path) or "(root)"
+        raise JobFailure(
+            f"the prediction API's reply to batch {batch_number} is malformed: at {where}: "
+            f"{errors[0].message[:300]}",
+            batch=batch_number,
+        )
+    by_line = {c["line"]: c for c in batch.cells}
+    labels: list[dict[str, Any]] = []
+    for document in reply["documents"]:
+        if document["id"] != batch.document_id:
+            raise JobFailure(
+                f"the prediction API answered for document {document['id']!r}, "
+                f"which batch {batch_number} did not send",
+                batch=batch_number,
+            )
+        for sentence in document["labels"]:
+            cell = by_line.get(sentence["id"])
+            if cell is None:
+                raise JobFailure(
+                    f"the prediction API labeled sentence {sentence['id']}, "
+                    f"which batch {batch_number} did not send",
+                    batch=batch_number,
+                )
+            for raw in sentence["entities"]:
+                entity = Entity(
+                    label=raw["label"],
+                    start=raw["start_char"],
+                    end=raw["end_char"],
+                    layer=raw.get("layer", 0),
+                    confidence=raw.get("confidence_score"),
+                )
+                if not entity.start < entity.end <= len(cell["content"]):
+                    raise JobFailure(
+                        f"the prediction API sent span {entity.start}..{entity.end} outside "
+                        f"sentence {sentence['id']} ({len(cell['content'])} characters)",
+                        batch=batch_number,
+                    )
+                label = span_label(cell, entity, labeler)
+                if label is None:
+                    log.info("span %s of line %s covers no token", entity, cell["line"])
+                    continue
+                labels.append({"documentId": batch.document_id, "label": label})
+    return labels
+
+
+class AutoLabelJob:
+    """Runs an ``autoLabelTokenBasedProject`` request against the customer's prediction API."""
+
+    kind = KIND
+
+    def __init__(self, db: Database, client: ExtractorClient) -> None:
+        self.db = db
+        self.client = client
+
+    def run(self, run: JobRun) -> None:
+        """Send every batch not yet answered, checkpointing labels, then append them at once."""
+        payload = run.job.payload
+        project_name, documents = self._project(payload["projectId"])
+        batches = plan_batches(documents, payload["numberOfFilesPerRequest"])
+        checkpoint = run.job.checkpoint or {"batchesDone": 0, "labels": []}
+        done: int = checkpoint["batchesDone"]
+        found: list[dict[str, Any]] = list(checkpoint["labels"])
+        if done:
+            log.info("job %s resumes after %d of %d batches", run.job.id, done, len(batches))
+        for number in range(done, len(batches)):
+            run.check()
+            batch = batches[number]
+            request = {
+                "id": payload["projectId"],
+                "name": project_name,
+                "documents": [
+                    {
+                        "id": batch.document_id,
+                        "fileName": batch.file_name,
+                        "sentences": sentences(batch.cells),
+                    }
+                ],
+            }
+            reply = self.client.predict(payload["endpoint"], request, payload["secretKey"])
+            found.extend(
+                parse_reply(
+                    reply.json("the prediction API"), batch, payload["labelerEmail"], number + 1
+                )
+            )
+            run.progress(
+                int(100 * (number + 1) / len(batches)),
+                {"batchesDone": number + 1, "labels": found},
+            )
+
+        def write(session: Session) -> str:
+            project = session.get(Project, payload["projectId"])
+            if project is None:
+                raise JobFailure("the project no longer exists")
+            rows = session.scalars(
+                select(Document).where(Document.project_id == project.id).with_for_update()
+            )
+            for document in rows:
+                new = [item["label"] for item in found if item["documentId"] == document.id]
+                if new:
+                    importable = dict(document.importable)
+                    importable["labels"] = [*importable.get("labels", []), *new]
+                    document.importable = importable  # a new object, so the change is seen
+            return project.id
+
+        run.deliver(write)
+
+    def _project(self, project_id: str) -> tuple[str, list[tuple[str, str, list[dict[str, Any]]]]]:
+        with self.db.session() as session:
+            project = session.get(Project, project_id)
+            if project is None:
+                raise JobFailure("the project no longer exists")
+            return project.name, [
+                (d.id, d.name, list(d.importable.get("cells", []))) for d in project.documents
+            ]

@@ -1,0 +1,136 @@
+"""``extractor labeling serve | worker | add-user | migrate``: the labeling service's commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from extractor.labeling.config import LabelingSettings, SettingsError
+from extractor.labeling.errors import LabelingError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BIND = "127.0.0.1:8100"
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser of ``extractor labeling``."""
+    root = argparse.ArgumentParser(
+        prog="extractor labeling", description="The labeling service (GraphQL API and job workers)."
+    )
+    commands = root.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the GraphQL server under gunicorn")
+    serve.add_argument("--bind", default=DEFAULT_BIND, help=f"HOST:PORT (default {DEFAULT_BIND})")
+    serve.add_argument("--workers", type=int, default=1, help="gunicorn worker processes")
+    serve.add_argument("--threads", type=int, default=4, help="request threads per process")
+
+    worker = commands.add_parser("worker", help="run job workers against the shared database")
+    worker.add_argument("--concurrency", type=int, default=2, help="jobs run at once")
+
+    add_user = commands.add_parser("add-user", help="create a user (and team) and print a token")
+    add_user.add_argument("email")
+    add_user.add_argument("--team", default=None, help="team to join (created if new)")
+
+    commands.add_parser("migrate", help="bring the database schema up to date")
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one labeling command; returns the process exit status."""
+    args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+    try:
+        settings = LabelingSettings.from_env()
+        if args.command == "migrate" or (settings.auto_migrate and args.command != "migrate"):
+            from extractor.labeling.db import migrate
+
+            migrate(settings.resolved_database_url)
+        if args.command == "migrate":
+            return 0
+        if args.command == "add-user":
+            return add_user(settings, args.email, args.team)
+        if args.command == "worker":
+            return run_workers(settings, args.concurrency)
+        return serve(settings, args.bind, args.workers, args.threads)
+    except (LabelingError, SettingsError, ValueError) as exc:
+        cause = exc.__cause__
+        print(
+            f"extractor labeling {args.command}: {exc}" + (f" ({cause})" if cause else ""),
+            file=sys.stderr,
+        )
+        return 1
+
+
+def add_user(settings: LabelingSettings, email: str, team: str | None) -> int:
+    """Print ``{"userId", "token", "teamId"}`` for a new token of ``email``."""
+    from extractor.labeling.auth import add_user as create
+    from extractor.labeling.db import Database
+
+    db = Database(settings.resolved_database_url)
+    try:
+        print(json.dumps(create(db, email, team)))
+    finally:
+        db.dispose()
+    return 0
+
+
+def run_workers(settings: LabelingSettings, concurrency: int) -> int:
+    """Run ``concurrency`` worker threads until SIGTERM or SIGINT, then hand their jobs back."""
+    from extractor.labeling.app import build_state
+
+    if concurrency < 1:
+        raise ValueError("--concurrency must be at least 1")
+    state = build_state(settings, worker_threads=concurrency)
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: Any) -> None:
+        log.info("signal %d: stopping workers", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    state.start_workers()
+    try:
+        stop.wait()
+    finally:
+        state.close()
+    return 0
+
+
+def serve(settings: LabelingSettings, bind: str, workers: int, threads: int) -> int:
+    """Serve the GraphQL API under gunicorn; each worker process runs the embedded job threads."""
+    from extractor.labeling.app import create_labeling_app
+    from extractor.serving import serve as gunicorn_serve
+
+    def factory() -> Any:
+        return create_labeling_app(settings, start_workers=True)
+
+    gunicorn_serve(
+        factory,
+        {
+            "bind": bind,
+            "workers": workers,
+            "threads": threads,
+            "worker_class": "gthread",
+            # Uploads can be large and GraphQL calls are quick otherwise; job work happens in
+            # background threads, never inside a request.
+            "timeout": 120,
+            "graceful_timeout": 30,
+            "accesslog": "-",
+        },
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

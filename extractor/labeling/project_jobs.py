@@ -1,0 +1,106 @@
+"""The CreateProject job: turn uploads into documents (through a custom API for OCR and audio).
+
+The project row is written only at delivery, in the same transaction that marks the job
+DELIVERED: until then nobody can see a project, and a failed job leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from extractor.labeling.clients import ExtractorClient
+from extractor.labeling.db import Database
+from extractor.labeling.documents import decode_text, importable_from_reply, importable_from_text
+from extractor.labeling.errors import JobFailure
+from extractor.labeling.jobs import JobRun
+from extractor.labeling.models import CustomAPI, Document, JobUpload, Project, Tag
+
+log = logging.getLogger(__name__)
+
+KIND = "CreateProject"
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One file of the project, as stored with its job."""
+
+    position: int
+    filename: str
+    content: bytes
+
+
+class CreateProjectJob:
+    """Builds every document, then creates the project, its documents and tags at once."""
+
+    kind = KIND
+
+    def __init__(self, db: Database, client: ExtractorClient) -> None:
+        self.db = db
+        self.client = client
+
+    def run(self, run: JobRun) -> None:
+        """Extract each upload in order (redone from the first on a resumed run), then deliver."""
+        payload = run.job.payload
+        kind = payload["kind"]
+        uploads = self._uploads(run.job.id)
+        api = self._custom_api(payload) if kind in ("OCR", "AUDIO") else None
+        documents: list[tuple[str, dict[str, Any]]] = []
+        for done, upload in enumerate(uploads):
+            run.check()
+            if api is None:
+                text = decode_text(upload.content, f"{upload.filename!r}")
+                importable = importable_from_text(upload.filename, kind, text)
+            else:
+                importable = self._extract(api, kind, upload)
+            documents.append((upload.filename, importable))
+            run.progress(int(100 * (done + 1) / len(uploads)))
+
+        def write(session: Session) -> str:
+            project = Project(
+                name=payload["name"],
+                kind=kind,
+                team_id=payload.get("teamId"),
+                owner_id=run.job.owner_id,
+            )
+            tag_ids = payload.get("tagIds") or []
+            if tag_ids:
+                project.tags = list(session.scalars(select(Tag).where(Tag.id.in_(tag_ids))))
+            project.documents = [
+                Document(position=index, name=name, importable=importable)
+                for index, (name, importable) in enumerate(documents)
+            ]
+            session.add(project)
+            session.flush()
+            session.execute(delete(JobUpload).where(JobUpload.job_id == run.job.id))
+            return project.id
+
+        run.deliver(write)
+
+    def _uploads(self, job_id: str) -> list[Upload]:
+        with self.db.session() as session:
+            rows = session.scalars(
+                select(JobUpload).where(JobUpload.job_id == job_id).order_by(JobUpload.position)
+            )
+            return [Upload(row.position, row.filename, row.content) for row in rows]
+
+    def _custom_api(self, payload: dict[str, Any]) -> CustomAPI:
+        with self.db.session() as session:
+            api = session.get(CustomAPI, payload["customAPIId"])
+            if api is None or api.team_id != payload.get("teamId"):
+                raise JobFailure("the project's custom API no longer exists")
+            session.expunge(api)
+            return api
+
+    def _extract(self, api: CustomAPI, kind: str, upload: Upload) -> dict[str, Any]:
+        reply = self.client.extract(api.endpoint_url, upload.filename, upload.content, api.secret)
+        importable = importable_from_reply(
+            upload.filename, kind, reply.content_type, reply.content, reply.charset
+        )
+        if not importable["cells"]:
+            log.info("custom API %s found no text in %r", api.id, upload.filename)
+        return importable

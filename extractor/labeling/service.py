@@ -1,0 +1,356 @@
+"""What each GraphQL operation does, for one authenticated caller.
+
+Visibility is decided here and nowhere else: personal things are the caller's own, team things
+are visible to members only, and what the caller cannot see does not exist for them (``null``
+or NOT_FOUND, never a hint). Custom-API capabilities are team-only (spec §5).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any
+from urllib.parse import urlsplit
+
+from sqlalchemy import select
+
+from extractor.labeling.auth import Caller, normalize_email
+from extractor.labeling.autolabel import KIND as AUTO_LABEL
+from extractor.labeling.db import Database
+from extractor.labeling.errors import ForbiddenError, NotFoundError, UserInputError
+from extractor.labeling.jobs import IN_PROGRESS, QUEUED, JobQueue, job_view, new_job_id
+from extractor.labeling.models import (
+    CustomAPI,
+    Job,
+    JobUpload,
+    Project,
+    Tag,
+    User,
+    team_members,
+    utcnow,
+)
+from extractor.labeling.project_jobs import KIND as CREATE_PROJECT
+
+log = logging.getLogger(__name__)
+
+PURPOSE_FOR_KIND = {"OCR": "OCR_API", "AUDIO": "ASR_API"}
+MAX_NAME = 200
+MAX_URL = 2048
+
+
+def tag_view(tag: Tag) -> dict[str, Any]:
+    """The GraphQL ``Tag``; no tag here is global (those would be the operator's)."""
+    return {"id": tag.id, "name": tag.name, "globalTag": False}
+
+
+def custom_api_view(api: CustomAPI) -> dict[str, Any]:
+    """The GraphQL ``CustomAPI``: everything but the secret."""
+    return {
+        "id": api.id,
+        "name": api.name,
+        "endpointURL": api.endpoint_url,
+        "purpose": api.purpose,
+        "teamId": api.team_id,
+    }
+
+
+def project_view(project: Project) -> dict[str, Any]:
+    """The GraphQL ``Project`` with its tags and whole documents."""
+    return {
+        "id": project.id,
+        "name": project.name,
+        "kind": project.kind,
+        "teamId": project.team_id,
+        "tags": [tag_view(tag) for tag in project.tags],
+        "documents": [
+            {"id": d.id, "name": d.name, "importable": d.importable} for d in project.documents
+        ],
+    }
+
+
+def checked_name(value: str, what: str) -> str:
+    """A trimmed, non-empty, bounded name."""
+    value = (value or "").strip()
+    if not value:
+        raise UserInputError(f"{what} must not be empty")
+    if len(value) > MAX_NAME:
+        raise UserInputError(f"{what} is longer than {MAX_NAME} characters")
+    return value
+
+
+def checked_url(value: str, what: str) -> str:
+    """An absolute http(s) URL; where it may point is the outbound policy's call, at call time."""
+    value = (value or "").strip()
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname
+        _ = parts.port
+    except ValueError as exc:
+        raise UserInputError(f"{what} is not a valid URL") from exc
+    if parts.scheme not in ("http", "https") or not host or len(value) > MAX_URL:
+        raise UserInputError(f"{what} must be an absolute http:// or https:// URL")
+    return value
+
+
+def checked_secret(value: str | None, what: str) -> str | None:
+    """A secret that can travel in an HTTP header (visible ASCII), or None; never echoed."""
+    if not value:
+        return None
+    if not all("!" <= ch <= "~" for ch in value) or len(value) > 4096:
+        raise UserInputError(f"{what} must be visible ASCII characters (it is sent in a header)")
+    return value
+
+
+def upload_name(upload: Any, position: int) -> str:
+    """The uploaded file's own name without any client-side folder, or a made-up one."""
+    raw = getattr(upload, "filename", None) or ""
+    name = PureWindowsPath(PurePosixPath(raw).name).name.strip()
+    return name[:MAX_NAME] or f"document-{position + 1}"
+
+
+class LabelingService:
+    """The operations of the GraphQL schema over one database and job queue."""
+
+    def __init__(self, db: Database, queue: JobQueue) -> None:
+        self.db = db
+        self.queue = queue
+
+    # -- teams ----------------------------------------------------------------------------
+
+    @staticmethod
+    def require_member(caller: Caller, team_id: str | None) -> str:
+        """The team id when the caller is a member, else FORBIDDEN (unknown teams alike)."""
+        if team_id is None or not caller.is_member(str(team_id)):
+            raise ForbiddenError("You are not a member of this team")
+        return str(team_id)
+
+    # -- tags -----------------------------------------------------------------------------
+
+    def personal_tags(self, caller: Caller) -> list[dict[str, Any]]:
+        """The caller's own tags, by name."""
+        with self.db.session() as session:
+            tags = session.scalars(
+                select(Tag).where(Tag.user_id == caller.user_id).order_by(Tag.name, Tag.id)
+            )
+            return [tag_view(tag) for tag in tags]
+
+    def team_tags(self, caller: Caller, team_id: str) -> list[dict[str, Any]]:
+        """A team's tags, for its members only."""
+        team_id = self.require_member(caller, team_id)
+        with self.db.session() as session:
+            tags = session.scalars(
+                select(Tag).where(Tag.team_id == team_id).order_by(Tag.name, Tag.id)
+            )
+            return [tag_view(tag) for tag in tags]
+
+    def create_tag(self, caller: Caller, name: str, team_id: str | None) -> dict[str, Any]:
+        """A personal tag, or a team tag when ``team_id`` is given; names unique per owner."""
+        name = checked_name(name, "A tag name")
+        owner = (
+            Tag.team_id == self.require_member(caller, team_id)
+            if team_id is not None
+            else Tag.user_id == caller.user_id
+        )
+        with self.db.session() as session:
+            if session.scalar(select(Tag.id).where(owner, Tag.name == name)) is not None:
+                raise UserInputError(f"A tag named {name!r} already exists")
+            tag = (
+                Tag(name=name, team_id=str(team_id))
+                if team_id is not None
+                else Tag(name=name, user_id=caller.user_id)
+            )
+            session.add(tag)
+            session.flush()
+            return tag_view(tag)
+
+    # -- custom APIs ----------------------------------------------------------------------
+
+    def custom_apis(
+        self, caller: Caller, team_id: str, purpose: str | None
+    ) -> list[dict[str, Any]]:
+        """A team's custom APIs, optionally of one purpose."""
+        team_id = self.require_member(caller, team_id)
+        with self.db.session() as session:
+            query = select(CustomAPI).where(CustomAPI.team_id == team_id)
+            if purpose is not None:
+                query = query.where(CustomAPI.purpose == purpose)
+            apis = session.scalars(query.order_by(CustomAPI.name, CustomAPI.id))
+            return [custom_api_view(api) for api in apis]
+
+    def create_custom_api(
+        self, caller: Caller, team_id: str, fields: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Register a team's extraction API; the secret is stored to be sent, never shown."""
+        team_id = self.require_member(caller, team_id)
+        secret = checked_secret(fields.get("secret"), "secret")
+        api = CustomAPI(
+            team_id=team_id,
+            name=checked_name(fields["name"], "A custom API name"),
+            endpoint_url=checked_url(fields["endpointURL"], "endpointURL"),
+            secret=secret,
+            purpose=fields["purpose"],
+            created_by=caller.user_id,
+        )
+        with self.db.session() as session:
+            session.add(api)
+            session.flush()
+            return custom_api_view(api)
+
+    # -- jobs -----------------------------------------------------------------------------
+
+    def job(self, caller: Caller, job_id: str) -> dict[str, Any] | None:
+        """A job the caller started, or None."""
+        return self.jobs(caller, [job_id])[0]
+
+    def jobs(self, caller: Caller, job_ids: Sequence[str]) -> list[dict[str, Any] | None]:
+        """The caller's jobs in the order asked, None where unknown or someone else's."""
+        with self.db.session() as session:
+            rows = session.scalars(
+                select(Job).where(Job.id.in_(list(job_ids)), Job.owner_id == caller.user_id)
+            )
+            found = {job.id: job_view(job) for job in rows}
+            return [found.get(job_id) for job_id in job_ids]
+
+    # -- projects -------------------------------------------------------------------------
+
+    def project(self, caller: Caller, project_id: str) -> dict[str, Any] | None:
+        """A delivered project the caller can see, or None."""
+        with self.db.session() as session:
+            project = session.get(Project, str(project_id))
+            if project is None or not self._can_see(caller, project):
+                return None
+            return project_view(project)
+
+    @staticmethod
+    def _can_see(caller: Caller, project: Project) -> bool:
+        if project.team_id is None:
+            return project.owner_id == caller.user_id
+        return caller.is_member(project.team_id)
+
+    def create_project(self, caller: Caller, fields: dict[str, Any]) -> dict[str, Any]:
+        """Queue the creation of a project from uploads; the job delivers the project id."""
+        name = checked_name(fields["name"], "A project name")
+        kind = fields["kind"]
+        team_id = fields.get("teamId")
+        if team_id is not None:
+            team_id = self.require_member(caller, team_id)
+        uploads = list(fields.get("documents") or [])
+        if not uploads:
+            raise UserInputError("A project needs at least one document")
+        if not all(hasattr(upload, "read") for upload in uploads):
+            raise UserInputError("documents must be files sent as a GraphQL multipart request")
+        custom_api_id = fields.get("customAPIId")
+        tag_ids = [str(tag_id) for tag_id in dict.fromkeys(fields.get("tagIds") or [])]
+        with self.db.session() as session:
+            if kind in PURPOSE_FOR_KIND:
+                if team_id is None:
+                    raise ForbiddenError(
+                        "OCR and AUDIO projects use a custom API, available in team workspaces only"
+                    )
+                if custom_api_id is None:
+                    raise UserInputError(f"An {kind} project needs customAPIId")
+                api = session.get(CustomAPI, str(custom_api_id))
+                if api is None or api.team_id != team_id:
+                    raise NotFoundError("Custom API not found")
+                if api.purpose != PURPOSE_FOR_KIND[kind]:
+                    raise UserInputError(
+                        f"An {kind} project needs a {PURPOSE_FOR_KIND[kind]} custom API, "
+                        f"not {api.purpose}"
+                    )
+            elif custom_api_id is not None:
+                raise UserInputError("A TOKEN_BASED project is made from text files, no custom API")
+            if tag_ids:
+                tags = session.scalars(select(Tag).where(Tag.id.in_(tag_ids))).all()
+                visible = {
+                    tag.id
+                    for tag in tags
+                    if tag.user_id == caller.user_id
+                    or (tag.team_id is not None and tag.team_id == team_id)
+                }
+                if visible != set(tag_ids):
+                    raise NotFoundError("Tag not found (personal tags or the project's team tags)")
+            job = Job(
+                id=new_job_id(CREATE_PROJECT),
+                kind=CREATE_PROJECT,
+                owner_id=caller.user_id,
+                status=QUEUED,
+                progress=0,
+                errors=[],
+                payload={
+                    "name": name,
+                    "kind": kind,
+                    "teamId": team_id,
+                    "customAPIId": None if custom_api_id is None else str(custom_api_id),
+                    "tagIds": tag_ids,
+                },
+            )
+            session.add(job)
+            session.flush()
+            for position, upload in enumerate(uploads):
+                session.add(
+                    JobUpload(
+                        job_id=job.id,
+                        position=position,
+                        filename=upload_name(upload, position),
+                        content=upload.read(),
+                    )
+                )
+            view = job_view(job)
+        self.queue.notify()
+        return view
+
+    def auto_label(self, caller: Caller, fields: dict[str, Any]) -> dict[str, Any]:
+        """Queue auto-labeling of a token-based team project; returns at once, IN_PROGRESS."""
+        options = fields["options"]
+        provider = options.get("serviceProvider") or "CUSTOM"
+        if provider != "CUSTOM":
+            raise UserInputError(f"serviceProvider {provider} is not supported; only CUSTOM is")
+        per_request = options["numberOfFilesPerRequest"]
+        if per_request < 0:
+            raise UserInputError("numberOfFilesPerRequest must be 0 (whole documents) or more")
+        target = fields["targetAPI"]
+        endpoint = checked_url(target["endpoint"], "targetAPI.endpoint")
+        if checked_secret(target["secretKey"], "targetAPI.secretKey") is None:
+            raise UserInputError("targetAPI.secretKey must not be empty")
+        labeler = normalize_email(fields["labelerEmail"])
+        with self.db.session() as session:
+            project = session.get(Project, str(fields["projectId"]))
+            if project is None or not self._can_see(caller, project):
+                raise NotFoundError("Project not found")
+            if project.kind != "TOKEN_BASED":
+                raise UserInputError(
+                    f"Only TOKEN_BASED projects can be auto-labeled, not {project.kind}"
+                )
+            if project.team_id is None:
+                raise ForbiddenError("Auto-labeling with a custom model is for team projects only")
+            is_member = session.scalar(
+                select(User.id)
+                .join(team_members, team_members.c.user_id == User.id)
+                .where(User.email == labeler, team_members.c.team_id == project.team_id)
+            )
+            if is_member is None:
+                raise UserInputError("labelerEmail is not a member of the project's team")
+            now = utcnow()
+            job = Job(
+                id=new_job_id(AUTO_LABEL),
+                kind=AUTO_LABEL,
+                owner_id=caller.user_id,
+                status=IN_PROGRESS,
+                progress=0,
+                errors=[],
+                payload={
+                    "projectId": project.id,
+                    "labelerEmail": labeler,
+                    "endpoint": endpoint,
+                    "secretKey": target["secretKey"],
+                    "numberOfFilesPerRequest": per_request,
+                },
+                created_at=now,
+                updated_at=now,
+            )
+            session.add(job)
+            session.flush()
+            view = job_view(job)
+        self.queue.notify()
+        return view
