@@ -1,0 +1,58 @@
+# Two commands do everything on a fresh machine: `make run` and `make test`.
+# Debian packages are installed with apt only where missing; the venv is (re)built only when
+# pyproject.toml changed. torch is pinned first: an unpinned torch (as openai-whisper asks for)
+# would pull a several-GB CUDA build.
+
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH := torch==2.13.0
+STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+RUNTIME_DEBS := tesseract-ocr tesseract-ocr-eng
+# Test and demo tools: speech for fixtures, more OCR languages, PostgreSQL, a real browser.
+DEV_DEBS := espeak-ng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-ita fonts-dejavu-core \
+            postgresql chromium chromium-driver poppler-utils
+
+.PHONY: install install-dev run test lint typecheck bench clean settings-table
+
+install: apt-runtime $(STAMP)
+
+install-dev: apt-dev $(STAMP)
+
+apt-runtime:
+	@bash .ci/apt-ensure $(RUNTIME_DEBS)
+
+apt-dev:
+	@bash .ci/apt-ensure $(RUNTIME_DEBS) $(DEV_DEBS)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet $(TORCH)
+	$(BIN)/python -m pip install --quiet -e '.[openai,postgres,dev]' $(TORCH)
+	@touch $(STAMP)
+
+run: install
+	OMP_THREAD_LIMIT=1 $(BIN)/extractor serve
+
+lint:
+	$(BIN)/ruff check extractor tests bench
+	$(BIN)/ruff format --check extractor tests bench
+
+typecheck:
+	$(BIN)/mypy extractor
+
+test: install-dev lint typecheck
+	OMP_THREAD_LIMIT=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+bench: install-dev
+	OMP_THREAD_LIMIT=1 $(BIN)/python -m bench.run $(if $(SAMPLES),--samples $(SAMPLES))
+
+settings-table: install
+	@$(BIN)/extractor settings
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
