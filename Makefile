@@ -36,7 +36,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 run: install
-	OMP_THREAD_LIMIT=1 $(BIN)/extractor serve
+	$(BIN)/extractor serve
 
 lint:
 	$(BIN)/ruff check extractor tests bench
@@ -46,10 +46,10 @@ typecheck:
 	$(BIN)/mypy extractor
 
 test: install-dev lint typecheck
-	OMP_THREAD_LIMIT=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: install-dev
-	OMP_THREAD_LIMIT=1 $(BIN)/python -m bench.run $(if $(SAMPLES),--samples $(SAMPLES))
+	$(BIN)/python -m bench.run $(if $(SAMPLES),--samples $(SAMPLES))
 
 settings-table: install
 	@$(BIN)/extractor settings

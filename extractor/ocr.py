@@ -33,8 +33,10 @@ class TesseractEngine:
 
     def __init__(self, options: OcrOptions) -> None:
         self.options = options
-        # pytesseract starts tesseract with this process's environment.
-        os.environ["OMP_THREAD_LIMIT"] = "1"
+        # pytesseract starts tesseract with its module-level ``environ``. Give Tesseract its own
+        # copy with the limit rather than setting it process-wide: CTranslate2 in this same
+        # process silently decodes garbage when OMP_THREAD_LIMIT is below its thread count.
+        pytesseract.pytesseract.environ = {**os.environ, "OMP_THREAD_LIMIT": "1"}
 
     def check(self) -> dict[str, object]:
         """Tesseract's version and whether every configured language is installed."""

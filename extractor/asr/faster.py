@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,13 @@ class FasterWhisperEngine:
             return
         from faster_whisper import WhisperModel
 
+        omp_limit = os.environ.get("OMP_THREAD_LIMIT", "")
+        if omp_limit.isdigit() and int(omp_limit) < self.threads:
+            # Measured: CTranslate2 then returns garbage text without any error.
+            raise EngineUnavailable(
+                f"OMP_THREAD_LIMIT={omp_limit} is below EXTRACTOR_ASR_THREADS={self.threads}, which"
+                " makes CTranslate2 decode garbage; unset OMP_THREAD_LIMIT (Tesseract gets its own)"
+            )
         try:
             self._model = WhisperModel(
                 self.model_name,

@@ -35,30 +35,31 @@ class OpenAIWhisperEngine:
     def loaded(self) -> bool:
         return self._model is not None
 
-    def _checkpoint(self) -> str:
-        from .ct2_convert import ModelConversionError, cached_openai_checkpoint
+    def _load_model(self) -> tuple[Any, str]:
+        """A CTranslate2 directory (the default) is converted once and cached; anything else is
+        an openai-whisper model name or ``.pt`` path for ``whisper.load_model``."""
+        import whisper
+
+        from .ct2_convert import ModelConversionError, cached_openai_checkpoint, load_openai_model
         from .faster import bundled_model_dir
 
         source = Path(self.model_name) if self.model_name else bundled_model_dir()
-        if not (source / "model.bin").is_file():
-            return str(self.model_name)  # an openai-whisper name or a .pt path
         try:
-            return str(cached_openai_checkpoint(source, self.cache_dir))
-        except ModelConversionError as exc:
-            raise EngineUnavailable(f"cannot build an openai-whisper checkpoint: {exc}") from exc
+            if (source / "model.bin").is_file():
+                checkpoint = cached_openai_checkpoint(source, self.cache_dir)
+                return load_openai_model(checkpoint), str(checkpoint)
+            model = whisper.load_model(str(source), device="cpu", download_root=str(self.cache_dir))
+            return model, str(source)
+        except (ModelConversionError, RuntimeError, OSError, ValueError) as exc:
+            raise EngineUnavailable(f"openai-whisper could not load {source}: {exc}") from exc
 
     def load(self) -> None:
         if self._model is not None:
             return
         import torch
-        import whisper
 
         torch.set_num_threads(self.threads)
-        checkpoint = self._checkpoint()
-        try:
-            model = whisper.load_model(checkpoint, device="cpu", download_root=str(self.cache_dir))
-        except (RuntimeError, OSError, ValueError) as exc:
-            raise EngineUnavailable(f"openai-whisper could not load {checkpoint}: {exc}") from exc
+        model, checkpoint = self._load_model()
         started = time.monotonic()
         # The first call with word timestamps compiles numba's DTW (~12 s): pay it here.
         from whisper.timing import dtw_cpu
