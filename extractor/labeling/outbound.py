@@ -1,0 +1,985 @@
+"""The one door through which the labeling service calls customer-supplied URLs.
+
+Customers give us URLs (their text-extraction API, their prediction API). Calling an arbitrary URL
+from inside our network is a server-side request forgery (SSRF) risk, so every such call goes
+through ``OutboundClient``: it resolves the host name, checks every address against an
+``OutboundPolicy`` and connects to exactly the address it checked (resolution, check and connect
+are one step inside a custom httpcore network backend, so DNS rebinding has no gap to use). The
+same happens on every redirect hop. Time, reply size and retries are bounded, and every transport
+failure becomes an ``OutboundError`` whose message never carries a secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import contextvars
+import email.utils
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import math
+import os
+import random
+import re
+import socket
+import ssl
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import httpcore
+import httpx
+
+logger = logging.getLogger(__name__)
+
+#: The setting that lists destinations allowed despite the default refusals.
+ALLOW_ENV_VAR = "EXTRACTOR_LABELING_OUTBOUND_ALLOW"
+
+#: Turns (host, port) into IP address strings; injectable so tests never touch real DNS.
+Resolver = Callable[[str, int], list[str]]
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+USER_AGENT = "extractor-labeling/outbound"
+
+# Names that reach a cloud provider's instance metadata service (credentials!) whatever they
+# resolve to from where a check might run; refused by name before any DNS query.
+_METADATA_HOSTS = frozenset(
+    {
+        "metadata.google.internal",  # GCP
+        "metadata.goog",  # GCP
+        "metadata",  # GCP's short name inside an instance
+        "instance-data",  # AWS
+        "instance-data.ec2.internal",  # AWS
+    }
+)
+# Metadata service addresses, named as such in refusals so an operator sees what was attempted.
+_METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean, ...
+        "fd00:ec2::254",  # AWS over IPv6
+        "100.100.100.200",  # Alibaba Cloud
+    )
+)
+_PRIVATE_NETWORKS = tuple(
+    ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
+)
+_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_HOSTNAME = re.compile(
+    r"(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*"
+)
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_EXCERPT_BYTES = 2048  # how much of an error reply's body OutboundHTTPStatus keeps
+_WRITE_SLICE = 64 * 1024  # bytes per socket write, so the total deadline is re-checked often
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+
+class OutboundError(Exception):
+    """Base of every failure of an outbound call; the message is safe to log (no secrets)."""
+
+
+class OutboundRefused(OutboundError):
+    """The policy forbids the destination (scheme, host name or resolved address); not retried."""
+
+
+class OutboundTimeout(OutboundError):
+    """A connect, read or write time limit, or the whole call's time limit, ran out."""
+
+
+class OutboundConnectError(OutboundError):
+    """The connection could not be made or broke (refused, reset, DNS or TLS failure)."""
+
+
+class OutboundHTTPStatus(OutboundError):
+    """The server answered with a non-2xx status (after retries, for the retryable ones)."""
+
+    def __init__(self, message: str, *, status: int, body: bytes = b"") -> None:
+        super().__init__(message)
+        self.status = status
+        # The reply's first bytes, for diagnostics; kept out of the message, which gets logged.
+        self.body = body
+
+
+class OutboundReplyTooLarge(OutboundError):
+    """The reply body passed ``OutboundSettings.max_reply_bytes``; reading stopped there."""
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+# -- policy -----------------------------------------------------------------------------------
+
+
+def _normalise_host(host: str) -> str:
+    """Lowercase without the trailing root dot, so 'Metadata.Google.Internal.' matches too."""
+    return host.strip().lower().rstrip(".")
+
+
+def _parse_ip(text: str) -> IPAddress | None:
+    """The IP address ``text`` spells (brackets allowed for IPv6), or None for anything else."""
+    try:
+        return ipaddress.ip_address(text.strip().removeprefix("[").removesuffix("]"))
+    except ValueError:
+        return None
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[str, ipaddress.IPv4Address] | None:
+    """The IPv4 address an IPv6 address stands for (mapped, 6to4, NAT64), with that scheme's name.
+
+    Such an address reaches the IPv4 host, so it must be judged as that host.
+    """
+    if ip.ipv4_mapped is not None:
+        return "IPv4-mapped", ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return "6to4", ip.sixtofour
+    if ip in _NAT64:
+        return "NAT64", ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def default_refusal_reason(ip: IPAddress) -> str | None:
+    """Why the default policy refuses ``ip`` ("loopback", "private", ...), or None if public."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None:
+            scheme, ipv4 = embedded
+            reason = default_refusal_reason(ipv4)
+            return None if reason is None else f"{scheme} {reason}"
+    # Order matters: the first match names the reason, so the specific ones come first
+    # (0.0.0.0 and 169.254/16 are also "private" to the ipaddress module).
+    if ip in _METADATA_ADDRESSES:
+        return "cloud metadata"
+    if ip.is_unspecified:
+        return "unspecified"
+    if ip.is_loopback:
+        return "loopback"
+    if ip.is_link_local:
+        return "link-local"
+    if ip.is_multicast:
+        return "multicast"
+    if any(ip in net for net in _PRIVATE_NETWORKS):
+        return "private"
+    if ip in _CGNAT:
+        return "shared address space (CGNAT)"
+    if ip.is_reserved:
+        return "reserved"
+    if not ip.is_global:
+        # Documentation, benchmarking, IETF protocol ranges, site-local, ...
+        return "special-purpose, not globally routable"
+    return None
+
+
+class OutboundPolicy:
+    """Which destinations outbound calls may reach: public addresses, plus an explicit allow-list.
+
+    The allow-list holds host names (allowed whatever they resolve to), IP addresses and CIDR
+    networks (allowing the addresses inside them), so an operator can let the labeling service
+    reach e.g. an extractor on the same private network.
+    """
+
+    def __init__(self, allow: str | Iterable[str] = "") -> None:
+        entries = allow.split(",") if isinstance(allow, str) else list(allow)
+        hosts: set[str] = set()
+        networks: list[IPNetwork] = []
+        for raw in entries:
+            entry = raw.strip()
+            if not entry:
+                continue
+            try:
+                # strict=False: '127.0.0.1/8' means the network 127.0.0.0/8, as people write it.
+                bare = entry.removeprefix("[").replace("]", "")
+                networks.append(ipaddress.ip_network(bare, strict=False))
+                continue
+            except ValueError:
+                pass
+            name = _normalise_host(entry)
+            # All digits and dots is a mistyped address ("10.1.2"), not a host name.
+            numeric = re.fullmatch(r"[0-9.]+", name) is not None
+            if numeric or not name.isascii() or not _HOSTNAME.fullmatch(name):
+                raise ValueError(
+                    f"{ALLOW_ENV_VAR}: {entry!r} is neither a host name (ASCII, punycode for "
+                    "international names), an IP address nor a CIDR network"
+                )
+            hosts.add(name)
+        self.allowed_hosts: frozenset[str] = frozenset(hosts)
+        self.allowed_networks: tuple[IPNetwork, ...] = tuple(networks)
+
+    @classmethod
+    def from_allow_string(cls, allow: str) -> OutboundPolicy:
+        """The policy a comma-separated allow string (the setting's format) describes."""
+        return cls(allow)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> OutboundPolicy:
+        """The policy the ``EXTRACTOR_LABELING_OUTBOUND_ALLOW`` setting describes."""
+        env = os.environ if environ is None else environ
+        return cls(env.get(ALLOW_ENV_VAR, ""))
+
+    def __repr__(self) -> str:
+        allowed = sorted(self.allowed_hosts) + [str(n) for n in self.allowed_networks]
+        return f"OutboundPolicy(allow={','.join(allowed)!r})"
+
+    def host_allowed(self, host: str) -> bool:
+        """Whether ``host`` is allowed by name, which waives the address checks."""
+        return _normalise_host(host) in self.allowed_hosts
+
+    def address_allowed(self, ip: IPAddress) -> bool:
+        """Whether an allowed network holds ``ip`` (or the IPv4 address it maps to)."""
+        candidates: list[IPAddress] = [ip]
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            candidates.append(ip.ipv4_mapped)
+        return any(c in net for c in candidates for net in self.allowed_networks)
+
+    def check_url(self, url: str | httpx.URL) -> httpx.URL:
+        """Parses ``url`` and refuses what needs no DNS: non-http(s) schemes and metadata names."""
+        try:
+            parsed = httpx.URL(url)
+        except (httpx.InvalidURL, TypeError, ValueError) as exc:
+            # The text is customer-supplied and may hold credentials: don't echo it.
+            raise OutboundError("invalid URL: it cannot be parsed") from exc
+        host = parsed.host
+        if parsed.scheme not in ("http", "https"):
+            raise OutboundRefused(
+                f"refusing scheme {parsed.scheme[:20]!r} for host {host or '(none)'}: "
+                "only http and https are allowed"
+            )
+        if not host:
+            raise OutboundRefused("refusing a URL without a host")
+        self.check_host(host)
+        return parsed
+
+    def check_host(self, host: str) -> None:
+        """Refuses cloud metadata names unless the allow-list names them."""
+        name = _normalise_host(host)
+        if name in _METADATA_HOSTS and name not in self.allowed_hosts:
+            raise OutboundRefused(f"refusing host {name} (cloud metadata name)")
+
+    def check_addresses(self, host: str, addresses: Sequence[str]) -> None:
+        """Refuses unless every address ``host`` resolved to is permitted.
+
+        All of them, not just the first: the connection may fall back to any of them.
+        """
+        self.check_host(host)
+        if self.host_allowed(host):
+            return
+        for address in addresses:
+            ip = _parse_ip(address)
+            if ip is None:
+                raise OutboundRefused(f"refusing {address!r} (not an IP address) for host {host}")
+            if self.address_allowed(ip):
+                continue
+            reason = default_refusal_reason(ip)
+            if reason is not None:
+                raise OutboundRefused(f"refusing {ip} ({reason}) for host {host}")
+
+
+# -- settings and reply -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutboundSettings:
+    """Time, size and retry limits of outbound calls (defaults suit a slow extraction API)."""
+
+    # Seconds for one connection: DNS resolution, then the TCP (and TLS) handshake.
+    connect_timeout: float = 10.0
+    # Seconds the server may stay silent while we wait for more of its reply; a little over the
+    # extractor's own default request_timeout (600 s), so its 504 arrives rather than our timeout.
+    read_timeout: float = 620.0
+    # Seconds one send of request bytes may block.
+    write_timeout: float = 60.0
+    # Seconds for the whole call: every attempt, redirect hop and backoff wait together.
+    total_timeout: float = 900.0
+    # Bytes of reply body (after undoing gzip/deflate) accepted; more is OutboundReplyTooLarge.
+    max_reply_bytes: int = 32 * 1024 * 1024
+    # Redirect hops followed (each one checked against the policy again); 0 follows none.
+    max_redirects: int = 5
+    # Extra attempts after the first, on connection errors, 429 and 5xx replies.
+    retries: int = 3
+    # Seconds before the first retry; doubles per retry, with random jitter of up to half.
+    backoff_base: float = 0.5
+    # Seconds: the most one backoff wait grows to.
+    backoff_max: float = 10.0
+    # Seconds: the most a server's Retry-After makes us wait; longer asks are waited this long.
+    retry_after_max: float = 60.0
+    # Connections open at once across all destinations; more callers wait (within connect_timeout).
+    max_connections: int = 20
+
+    def __post_init__(self) -> None:
+        for name in ("connect_timeout", "read_timeout", "write_timeout", "total_timeout"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"OutboundSettings.{name} must be a positive number of seconds")
+        for name in ("backoff_base", "backoff_max", "retry_after_max"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"OutboundSettings.{name} must be zero or more seconds")
+        if self.max_reply_bytes < 1 or self.max_connections < 1:
+            raise ValueError("OutboundSettings.max_reply_bytes and max_connections must be >= 1")
+        if self.max_redirects < 0 or self.retries < 0:
+            raise ValueError("OutboundSettings.max_redirects and retries must be >= 0")
+
+
+@dataclass(frozen=True)
+class OutboundReply:
+    """A 2xx reply, read completely and within the size limit."""
+
+    # HTTP status code, 200-299.
+    status: int
+    # Media type, lowercase, without parameters ("application/json"); "" when none was sent.
+    content_type: str
+    # The raw body bytes (gzip/deflate content-encoding undone); at most max_reply_bytes long.
+    content: bytes
+    # Reply headers: names lowercase, repeated headers joined with ", ".
+    headers: Mapping[str, str]
+
+    @property
+    def raw(self) -> bytes:
+        """The body bytes; another name for ``content``."""
+        return self.content
+
+
+# -- transport: resolve + check + connect as one step -----------------------------------------
+
+# Monotonic time by which the current call must end; set per call, read by every socket
+# operation. A context variable, so concurrent calls from several threads each see their own.
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "outbound_deadline", default=None
+)
+
+
+def _capped(timeout: float | None, exc_type: type[Exception]) -> float | None:
+    """``timeout`` shortened to what is left of the call's total time; raises when none is."""
+    deadline = _deadline.get()
+    if deadline is None:
+        return timeout
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise exc_type("the call's total time limit was reached")
+    return remaining if timeout is None else min(timeout, remaining)
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """Every address ``host`` resolves to, in the system's order (socket.getaddrinfo)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connected stream whose reads and writes also stop at the call's total deadline.
+
+    Per-read timeouts alone let a server that drips one byte at a time hold a call forever.
+    """
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _capped(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        view = memoryview(buffer)
+        for start in range(0, len(view), _WRITE_SLICE):
+            chunk = bytes(view[start : start + _WRITE_SLICE])
+            self._inner.write(chunk, _capped(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        # server_hostname is the URL's host name (httpcore passes it), so the certificate is
+        # checked against the name even though the socket was opened to a bare IP address.
+        tls = self._inner.start_tls(
+            ssl_context, server_hostname, _capped(timeout, httpcore.ConnectTimeout)
+        )
+        return _DeadlineStream(tls)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _GuardedBackend(httpcore.NetworkBackend):
+    """Resolves, checks and connects in one step, so sockets only go to addresses that passed."""
+
+    def __init__(self, policy: OutboundPolicy, resolver: Resolver) -> None:
+        self._policy = policy
+        self._resolver = resolver
+        self._inner = httpcore.SyncBackend()
+        # getaddrinfo has no timeout of its own; running it here lets connect_timeout bound it.
+        self._dns = concurrent.futures.ThreadPoolExecutor(
+            max_workers=4, thread_name_prefix="outbound-dns"
+        )
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        self._policy.check_host(host)
+        addresses = self._resolve(host, port, _capped(timeout, httpcore.ConnectTimeout))
+        self._policy.check_addresses(host, addresses)
+        last_error: Exception | None = None
+        for address in addresses:
+            try:
+                stream = self._inner.connect_tcp(
+                    address,  # the checked address itself, never the name again
+                    port,
+                    timeout=_capped(timeout, httpcore.ConnectTimeout),
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                logger.debug("connecting to %s (%s) port %d failed: %s", host, address, port, exc)
+                last_error = exc
+                continue
+            return _DeadlineStream(stream)
+        assert last_error is not None  # _resolve never returns an empty list
+        raise last_error
+
+    def _resolve(self, host: str, port: int, timeout: float | None) -> list[str]:
+        """The addresses to try for ``host``: the literal itself, or what the resolver says."""
+        literal = _parse_ip(host)
+        if literal is not None:
+            return [str(literal)]
+        future = self._dns.submit(self._resolver, host, port)
+        try:
+            addresses = list(future.result(timeout=timeout))
+        except TimeoutError as exc:  # before OSError: TimeoutError is one
+            future.cancel()
+            raise httpcore.ConnectTimeout(f"resolving {host} took over {timeout:.1f} s") from exc
+        except (OSError, UnicodeError) as exc:
+            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
+        if not addresses:
+            raise httpcore.ConnectError(f"{host} resolved to no address")
+        return addresses
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        raise OutboundRefused("refusing a unix socket: outbound calls use TCP only")
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def close(self) -> None:
+        self._dns.shutdown(wait=False, cancel_futures=True)
+
+
+class _CoreStream(httpx.SyncByteStream):
+    """An httpcore reply body as httpx wants it; httpcore's exceptions are translated later."""
+
+    def __init__(self, stream: Iterable[bytes]) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._stream
+
+    def close(self) -> None:
+        close = getattr(self._stream, "close", None)
+        if close is not None:
+            close()
+
+
+class _GuardedTransport(httpx.BaseTransport):
+    """An httpx transport over an httpcore pool whose only way to a socket is the guarded backend.
+
+    httpx's own HTTPTransport cannot take a network backend, and has proxy and env handling that
+    could route around the checks; this one has neither.
+    """
+
+    def __init__(self, backend: _GuardedBackend, ssl_context: ssl.SSLContext, size: int) -> None:
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=size,
+            max_keepalive_connections=size,
+            keepalive_expiry=30.0,
+            http1=True,
+            http2=False,
+            retries=0,  # retries are ours, with backoff and budget
+            network_backend=backend,
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        core_request = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=request.url.raw_scheme,
+                host=request.url.raw_host,
+                port=request.url.port,
+                target=request.url.raw_path,
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        core_response = self._pool.handle_request(core_request)
+        body = core_response.stream
+        assert isinstance(body, Iterable)
+        return httpx.Response(
+            status_code=core_response.status,
+            headers=core_response.headers,
+            stream=_CoreStream(body),
+            extensions=core_response.extensions,
+            request=request,
+        )
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+# -- reply reading ----------------------------------------------------------------------------
+
+
+class _BoundedBody:
+    """Collects a reply body, undoing gzip/deflate, and stops once it would pass ``limit``.
+
+    We ask for identity encoding, but a server may compress anyway; decompressing with a bound
+    keeps a small compressed reply from expanding without limit.
+    """
+
+    def __init__(self, encoding: str | None, limit: int, where: str) -> None:
+        codings = [c.strip().lower() for c in (encoding or "").split(",")]
+        codings = [c for c in codings if c and c != "identity"]
+        if len(codings) > 1 or (codings and codings[0] not in ("gzip", "x-gzip", "deflate")):
+            raise OutboundError(
+                f"{where} replied with unsupported Content-Encoding {encoding!r:.40}"
+            )
+        # wbits=47 (32 + 15): a gzip or a zlib header, detected from the data.
+        self._inflate = zlib.decompressobj(wbits=47) if codings else None
+        self._limit = limit
+        self._where = where
+        self._parts: list[bytes] = []
+        self._size = 0
+
+    def feed(self, chunk: bytes) -> None:
+        if self._inflate is None:
+            self._add(chunk)
+            return
+        data = chunk
+        try:
+            while data:
+                # One byte over what is left: enough to notice the limit is passed.
+                self._add(self._inflate.decompress(data, self._limit - self._size + 1))
+                data = self._inflate.unconsumed_tail
+        except zlib.error as exc:
+            raise OutboundError(f"{self._where} replied with a corrupt compressed body") from exc
+
+    def finish(self) -> bytes:
+        if self._inflate is not None:
+            try:
+                self._add(self._inflate.flush(self._limit - self._size + 1))
+            except zlib.error as exc:
+                raise OutboundError(
+                    f"{self._where} replied with a corrupt compressed body"
+                ) from exc
+        return b"".join(self._parts)
+
+    def _add(self, data: bytes) -> None:
+        self._size += len(data)
+        if self._size > self._limit:
+            raise OutboundReplyTooLarge(
+                f"{self._where} replied with more than {self._limit} bytes", limit=self._limit
+            )
+        if data:
+            self._parts.append(data)
+
+
+def _read_body(response: httpx.Response, limit: int, where: str) -> bytes:
+    """The whole body, streamed and bounded; refuses at once if Content-Length is over the limit."""
+    encoding = response.headers.get("content-encoding")
+    declared = response.headers.get("content-length", "")
+    if not encoding and declared.isdigit() and int(declared) > limit:
+        raise OutboundReplyTooLarge(
+            f"{where} announced {int(declared)} bytes, more than the limit of {limit}", limit=limit
+        )
+    body = _BoundedBody(encoding, limit, where)
+    for chunk in response.iter_raw():
+        body.feed(chunk)
+    return body.finish()
+
+
+def _read_excerpt(response: httpx.Response) -> bytes:
+    """The first bytes of an error reply (raw), for diagnostics; never reads further."""
+    parts: list[bytes] = []
+    size = 0
+    for chunk in response.iter_raw():
+        parts.append(chunk)
+        size += len(chunk)
+        if size >= _EXCERPT_BYTES:
+            break
+    return b"".join(parts)[:_EXCERPT_BYTES]
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    """Seconds a Retry-After header asks for (delta-seconds or an HTTP-date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isascii() and value.isdigit():
+        return float(int(value))
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of ``kind`` in ``exc``'s cause/context chain."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _translate(exc: Exception, where: str, limits: str) -> tuple[OutboundError, bool] | None:
+    """Our error for a transport exception, and whether retrying can help; None if not ours.
+
+    Only exceptions before the request could have reached the server, or where the connection
+    broke, are worth retrying; a read timeout means a server that is busy with the request.
+    """
+    if isinstance(exc, httpcore.ConnectTimeout | httpx.ConnectTimeout):
+        return OutboundTimeout(f"connecting for {where} timed out ({limits}): {exc}"), True
+    if isinstance(exc, httpcore.PoolTimeout | httpx.PoolTimeout):
+        return OutboundTimeout(f"no free connection for {where} in time ({limits})"), False
+    if isinstance(exc, httpcore.TimeoutException | httpx.TimeoutException | TimeoutError):
+        return OutboundTimeout(f"{where} timed out ({limits}): {exc}"), False
+    if isinstance(exc, httpcore.ConnectError | httpx.ConnectError):
+        tls = _caused_by(exc, ssl.SSLError)
+        if tls is not None:  # a certificate problem does not fix itself in a second
+            reason = getattr(tls, "verify_message", None) or getattr(tls, "reason", None) or tls
+            return OutboundConnectError(f"TLS with {where} failed: {reason}"), False
+        return OutboundConnectError(f"cannot connect for {where}: {exc}"), True
+    if isinstance(
+        exc,
+        httpcore.NetworkError
+        | httpcore.RemoteProtocolError
+        | httpx.NetworkError
+        | httpx.RemoteProtocolError
+        | OSError,
+    ):
+        return OutboundConnectError(f"connection for {where} broke: {exc}"), True
+    if isinstance(exc, httpcore.ProtocolError | httpcore.UnsupportedProtocol | httpx.HTTPError):
+        # Local protocol errors may quote header values: name the kind only.
+        return OutboundError(f"{where} failed: {type(exc).__name__}"), False
+    if isinstance(exc, httpx.InvalidURL | httpx.StreamError):
+        return OutboundError(f"{where} failed: {type(exc).__name__}"), False
+    return None
+
+
+def _describe(method: str, url: httpx.URL) -> str:
+    """'POST https://host:port/path' for messages and logs: no credentials, no query string."""
+    shown = str(url.copy_with(userinfo=b"", query=None, fragment=None))
+    return f"{method} {shown}" if method else shown
+
+
+def _join(base: httpx.URL, location: str) -> httpx.URL:
+    """The URL a Location header points to, resolved against the request URL."""
+    try:
+        return base.join(location)
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        raise OutboundError(f"{_describe('', base)} redirected to an invalid URL") from exc
+
+
+def _keeps_credentials(origin: httpx.URL, target: httpx.URL) -> bool:
+    """Whether a redirect to ``target`` may carry the credentials meant for ``origin``.
+
+    Same scheme, host and port, or the same host upgraded from http to https; anything else
+    could hand our bearer token to a third party.
+    """
+    if _normalise_host(origin.host) != _normalise_host(target.host):
+        return False
+    if origin.scheme == target.scheme and origin.port == target.port:
+        return True
+    upgrade = origin.scheme == "http" and target.scheme == "https"
+    return upgrade and origin.port is None and target.port is None
+
+
+def _check_secret(secret: str) -> None:
+    """Refuses a secret that cannot go into a header, without ever quoting it."""
+    if not secret or not all("!" <= ch <= "~" for ch in secret):
+        raise ValueError("secret must be non-empty visible ASCII: it is sent in an HTTP header")
+
+
+@dataclass(frozen=True)
+class _Redirect:
+    """An attempt ended in a redirect to ``location`` (relative to the request URL)."""
+
+    status: int
+    location: str
+
+
+@dataclass(frozen=True)
+class _Retry:
+    """An attempt failed in a way that retrying may fix; ``error`` is raised if it can't be."""
+
+    error: OutboundError
+    cause: Exception | None
+    retry_after: float | None
+
+
+# -- client -----------------------------------------------------------------------------------
+
+
+class OutboundClient:
+    """Makes outbound calls under one policy and one set of limits; thread-safe, reuse it."""
+
+    def __init__(
+        self,
+        policy: OutboundPolicy | None = None,
+        settings: OutboundSettings | None = None,
+        *,
+        resolver: Resolver | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.policy = policy if policy is not None else OutboundPolicy()
+        self.settings = settings if settings is not None else OutboundSettings()
+        self._backend = _GuardedBackend(self.policy, resolver or system_resolver)
+        # httpx's default context: certifi's CAs, or SSL_CERT_FILE / SSL_CERT_DIR when set.
+        context = ssl_context if ssl_context is not None else httpx.create_ssl_context()
+        self._transport = _GuardedTransport(self._backend, context, self.settings.max_connections)
+
+    def __enter__(self) -> OutboundClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes pooled connections and the resolver threads; the client is unusable after."""
+        self._transport.close()
+        self._backend.close()
+
+    def post_file(
+        self, url: str, filename: str, data: bytes, *, secret: str | None = None
+    ) -> OutboundReply:
+        """POSTs ``data`` as the multipart file field ``upload``, the shape extraction APIs take."""
+        if secret is not None:
+            _check_secret(secret)
+        credentials = {} if secret is None else {"Authorization": f"Bearer {secret}"}
+        return self._call(
+            "POST",
+            url,
+            headers={"Accept": "application/json, text/plain"},
+            credentials=credentials,
+            content=None,
+            files={"upload": (filename, data)},
+        )
+
+    def post_json(self, url: str, payload: dict[str, Any], *, secret: str) -> OutboundReply:
+        """POSTs ``payload`` as JSON, with a bearer token and an HMAC-SHA256 of the exact body.
+
+        The body is serialised once and those bytes are both signed and sent, so the receiver
+        can verify the signature over what it read. ``ValueError`` for values JSON can't hold.
+        """
+        _check_secret(secret)
+        body = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        raw = body.encode("utf-8")
+        signature = hmac.new(secret.encode("ascii"), raw, hashlib.sha256).hexdigest()
+        return self._call(
+            "POST",
+            url,
+            headers={"Accept": "application/json", "Content-Type": "application/json"},
+            credentials={"Authorization": f"Bearer {secret}", "X-Signature": f"sha256={signature}"},
+            content=raw,
+            files=None,
+        )
+
+    # -- the call loop ------------------------------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: dict[str, str],
+        credentials: dict[str, str],
+        content: bytes | None,
+        files: dict[str, tuple[str, bytes]] | None,
+    ) -> OutboundReply:
+        """Runs one call: attempts, retries and redirect hops within the total deadline."""
+        settings = self.settings
+        try:
+            target = self.policy.check_url(url)
+        except OutboundRefused as exc:
+            logger.warning("outbound call refused: %s", exc)
+            raise
+        if target.username and "Authorization" not in credentials:
+            # Credentials in the URL work as HTTP basic auth, but never reach a log or message.
+            pair = f"{target.username}:{target.password}".encode()
+            credentials = {"Authorization": f"Basic {base64.b64encode(pair).decode('ascii')}"}
+        target = target.copy_with(userinfo=b"")
+        origin = target
+        token = _deadline.set(time.monotonic() + settings.total_timeout)
+        try:
+            retries = 0
+            hops = 0
+            while True:
+                where = _describe(method, target)
+                request_headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
+                request_headers.update(headers)
+                request_headers.update(credentials)
+                request = httpx.Request(
+                    method,
+                    target,
+                    headers=request_headers,
+                    content=content,
+                    files=files,
+                    extensions={"timeout": self._timeouts()},
+                )
+                logger.debug("%s (attempt %d)", where, retries + 1)
+                try:
+                    outcome = self._attempt(request, where)
+                except OutboundRefused as exc:
+                    logger.warning("outbound call refused: %s", exc)
+                    raise
+                if isinstance(outcome, OutboundReply):
+                    logger.debug("%s: %d, %d bytes", where, outcome.status, len(outcome.content))
+                    return outcome
+                if isinstance(outcome, _Redirect):
+                    hops += 1
+                    if hops > settings.max_redirects:
+                        raise OutboundError(
+                            f"{where} redirected more than {settings.max_redirects} times"
+                        )
+                    try:
+                        following = self.policy.check_url(_join(target, outcome.location))
+                    except OutboundRefused as exc:
+                        logger.warning("outbound redirect from %s refused: %s", where, exc)
+                        raise
+                    following = following.copy_with(userinfo=b"")  # never use creds from Location
+                    if outcome.status == 303 or (outcome.status in (301, 302) and method == "POST"):
+                        # What browsers and httpx do: the follow-up is a GET without the body.
+                        method, content, files = "GET", None, None
+                        headers = {k: v for k, v in headers.items() if k != "Content-Type"}
+                        credentials = {k: v for k, v in credentials.items() if k != "X-Signature"}
+                    if not _keeps_credentials(origin, following):
+                        credentials = {}
+                    logger.info(
+                        "%s redirected (%d) to %s", where, outcome.status, _describe("", following)
+                    )
+                    target = following
+                    continue
+                delay = self._retry_delay(retries, outcome.retry_after)
+                if delay is None:
+                    if isinstance(outcome.error, OutboundHTTPStatus):
+                        raise outcome.error
+                    raise outcome.error from outcome.cause
+                retries += 1
+                logger.warning(
+                    "%s; retry %d of %d in %.2f s",
+                    outcome.error,
+                    retries,
+                    settings.retries,
+                    delay,
+                )
+                time.sleep(delay)
+        finally:
+            _deadline.reset(token)
+
+    def _timeouts(self) -> dict[str, float]:
+        """Per-attempt httpcore timeouts, none longer than what is left of the total."""
+        s = self.settings
+        deadline = _deadline.get()
+        left = math.inf if deadline is None else max(deadline - time.monotonic(), 0.001)
+        return {
+            "connect": min(s.connect_timeout, left),
+            "read": min(s.read_timeout, left),
+            "write": min(s.write_timeout, left),
+            "pool": min(s.connect_timeout, left),
+        }
+
+    def _limits(self) -> str:
+        s = self.settings
+        return (
+            f"connect {s.connect_timeout:g} s, read {s.read_timeout:g} s, "
+            f"total {s.total_timeout:g} s"
+        )
+
+    def _attempt(self, request: httpx.Request, where: str) -> OutboundReply | _Redirect | _Retry:
+        """One request/response exchange; raises for failures that retrying cannot fix."""
+        try:
+            response = self._transport.handle_request(request)
+        except OutboundError:
+            raise
+        except Exception as exc:
+            return self._failure(exc, where)
+        try:
+            status = response.status_code
+            location = response.headers.get("location")
+            if status in _REDIRECT_STATUSES and location:
+                return _Redirect(status, location)
+            if 200 <= status < 300:
+                raw = _read_body(response, self.settings.max_reply_bytes, where)
+                content_type = response.headers.get("content-type", "")
+                return OutboundReply(
+                    status=status,
+                    content_type=content_type.split(";", 1)[0].strip().lower(),
+                    content=raw,
+                    headers=MappingProxyType(dict(response.headers.items())),
+                )
+            error = OutboundHTTPStatus(
+                f"{where} answered {status}", status=status, body=_read_excerpt(response)
+            )
+            if status == 429 or status >= 500:
+                return _Retry(error, None, _parse_retry_after(response.headers.get("retry-after")))
+            raise error
+        except OutboundError:
+            raise
+        except Exception as exc:
+            return self._failure(exc, where)
+        finally:
+            response.close()
+
+    def _failure(self, exc: Exception, where: str) -> _Retry:
+        """Translates a transport exception: a _Retry if retrying may help, else raises."""
+        translated = _translate(exc, where, self._limits())
+        if translated is None:
+            raise exc  # not a transport failure: a bug, let it show as itself
+        error, retryable = translated
+        if not retryable:
+            raise error from exc
+        return _Retry(error, exc, None)
+
+    def _retry_delay(self, retries: int, retry_after: float | None) -> float | None:
+        """Seconds to wait before the next attempt, or None when retries or time are used up."""
+        s = self.settings
+        if retries >= s.retries:
+            return None
+        if retry_after is not None:
+            delay = min(retry_after, s.retry_after_max)
+        else:
+            # Exponential backoff with jitter, so many clients hit by one outage spread out.
+            ceiling = min(s.backoff_max, s.backoff_base * 2**retries)
+            delay = random.uniform(ceiling / 2, ceiling)
+        deadline = _deadline.get()
+        if deadline is not None and time.monotonic() + delay >= deadline:
+            logger.info("not retrying: a %.2f s wait would pass the total time limit", delay)
+            return None
+        return delay
