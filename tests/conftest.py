@@ -1,0 +1,76 @@
+"""Fixtures shared by the whole suite: fresh apps over real engines, made-on-the-spot inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from extractor import samples
+from extractor.app import create_app
+
+requires_espeak = pytest.mark.skipif(not samples.have_espeak(), reason="espeak-ng is not installed")
+
+
+@pytest.fixture
+def make_app(tmp_path: Path) -> Iterator[Callable[..., Flask]]:
+    """Build apps with settings overrides; every request's temp dir must be gone afterwards."""
+    scratch = tmp_path / "requests"
+    scratch.mkdir()
+    apps: list[Flask] = []
+
+    def build(**overrides: Any) -> Flask:
+        app = create_app({"tmp_dir": str(scratch), **overrides})
+        app.testing = True
+        apps.append(app)
+        return app
+
+    yield build
+    for app in apps:
+        app.extensions["extractor"].close()
+    assert list(scratch.iterdir()) == [], "a request left temporary files behind"
+
+
+@pytest.fixture
+def client(make_app: Callable[..., Flask]) -> FlaskClient:
+    return make_app().test_client()
+
+
+@pytest.fixture(scope="session")
+def validator() -> Any:
+    import json
+
+    import jsonschema
+
+    schema = json.loads(
+        (Path(__file__).parent.parent / "schemas" / "importable.schema.json").read_text()
+    )
+    return jsonschema.Draft202012Validator(schema)
+
+
+# -- inputs made once per session ---------------------------------------------------------
+
+PAGE_ONE = ["Invoice number 4417 for garden tools", "Delivered to Harbor Street warehouse"]
+PAGE_TWO = ["Second page mentions purple elephants", "and seven quiet libraries"]
+SPOKEN = "The weather is sunny today and we will walk to the park"
+
+
+@pytest.fixture(scope="session")
+def page_one() -> samples.TextPage:
+    return samples.text_page(PAGE_ONE, page=0)
+
+
+@pytest.fixture(scope="session")
+def page_two() -> samples.TextPage:
+    return samples.text_page(PAGE_TWO, page=1)
+
+
+@pytest.fixture(scope="session")
+def speech_wav() -> bytes:
+    if not samples.have_espeak():
+        pytest.skip("espeak-ng is not installed")
+    return samples.speech(SPOKEN, "wav")

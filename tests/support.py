@@ -1,0 +1,99 @@
+"""Helpers for tests in any folder: post like the platform, start a real gunicorn server.
+
+``tests/`` is on sys.path once its conftest is loaded, so any test can ``import support``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from typing import Any
+
+from flask.testing import FlaskClient
+
+PLATFORM_ACCEPT = "application/json, text/plain"
+
+
+def post_file(
+    client: FlaskClient, data: bytes, filename: str = "upload.bin", *,
+    accept: str | None = PLATFORM_ACCEPT, query: str = "", headers: dict[str, str] | None = None,
+) -> Any:  # fmt: skip
+    """POST ``data`` as the platform does: multipart field ``upload``."""
+    all_headers = dict(headers or {})
+    if accept is not None:
+        all_headers["Accept"] = accept
+    return client.post(
+        "/extract" + query,
+        data={"upload": (io.BytesIO(data), filename)},
+        headers=all_headers,
+        content_type="multipart/form-data",
+    )
+
+
+def words_of(text: str) -> set[str]:
+    """The words of ``text``, casefolded, without surrounding punctuation."""
+    return {w.strip(".,!?;:'\"").casefold() for w in text.split()}
+
+
+# -- a real gunicorn server ---------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/readyz", timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise TimeoutError(f"{url} did not become ready in {timeout} s")
+
+
+def start_server(
+    *args: str, env: dict[str, str] | None = None
+) -> tuple[str, subprocess.Popen[bytes]]:
+    """Start ``extractor serve`` on a free loopback port and wait until it is ready."""
+    port = free_port()
+    command = [sys.executable, "-m", "extractor.cli", "serve", "--bind", f"127.0.0.1:{port}", *args]
+    process = subprocess.Popen(
+        command, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, process)
+    except Exception:
+        stop_server(process)
+        raise
+    return url, process
+
+
+def stop_server(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def have(tool: str) -> bool:
+    return shutil.which(tool) is not None
