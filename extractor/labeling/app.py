@@ -10,6 +10,7 @@ from typing import Any
 from ariadne import combine_multipart_data, graphql_sync
 from ariadne.exceptions import HttpBadRequestError
 from flask import Flask, Response, current_app, jsonify, request
+from graphql import DocumentNode, GraphQLError, OperationDefinitionNode, parse
 from werkzeug.exceptions import HTTPException
 
 from extractor.labeling.auth import authenticate
@@ -98,6 +99,21 @@ def read_operations() -> Any:
     return body
 
 
+def parse_leniently(operations: dict[str, Any]) -> DocumentNode | None:
+    """Parse the query once; with a single operation, an ``operationName`` that names another
+    is dropped (the spec lets clients send any alphanumeric name). None: let Ariadne report it.
+    """
+    try:
+        document = parse(operations["query"])
+    except GraphQLError:
+        return None
+    named = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    wanted = operations.get("operationName")
+    if len(named) == 1 and wanted and (named[0].name is None or named[0].name.value != wanted):
+        operations["operationName"] = None
+    return document
+
+
 def graphql_endpoint() -> tuple[Response, int]:
     """Authenticate, run the operation, and shape the answer as ``{data, errors?, extensions}``."""
     state: LabelingState = current_app.extensions[EXTENSION]
@@ -114,9 +130,11 @@ def graphql_endpoint() -> tuple[Response, int]:
             "The body must be a JSON object with a 'query' string", "BAD_REQUEST", "BadRequestError"
         )
         return jsonify(body), 400
+    document = parse_leniently(operations)
     success, result = graphql_sync(
         labeling_schema(),
         operations,
+        query_document=document,
         context_value={"service": state.service, "caller": caller},
         error_formatter=format_error,
         debug=False,
