@@ -17,7 +17,14 @@ from flask import Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from .config import Settings
-from .errors import EmptyUpload, ExtractorError, InvalidParameter, MissingUpload, Unauthorized
+from .errors import (
+    EmptyUpload,
+    ExtractorError,
+    InvalidParameter,
+    MissingUpload,
+    PayloadTooLarge,
+    Unauthorized,
+)
 from .importable import to_importable, to_srt, to_text, to_vtt
 from .logs import configure_logging
 from .media import MediaKind, sniff
@@ -74,6 +81,10 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
             size = path.stat().st_size
             if size == 0:
                 raise EmptyUpload("the uploaded file 'upload' is empty")
+            if size > settings.max_upload_bytes:
+                raise PayloadTooLarge(
+                    f"the upload has {size} bytes; the limit is {settings.max_upload_bytes}"
+                )
             with path.open("rb") as fh:
                 sniffed = sniff(fh.read(2048))
             g.log_fields.update(kind=sniffed.kind.value, media=sniffed.format, bytes=size)
