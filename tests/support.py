@@ -67,14 +67,14 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 90) 
 
 
 def start_server(
-    *args: str, env: dict[str, str] | None = None
+    *args: str, env: dict[str, str] | None = None, log: Any = None
 ) -> tuple[str, subprocess.Popen[bytes]]:
     """Start ``extractor serve`` on a free loopback port and wait until it is ready."""
     port = free_port()
     command = [sys.executable, "-m", "extractor.cli", "serve", "--bind", f"127.0.0.1:{port}", *args]
     process = subprocess.Popen(
         command, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, start_new_session=True,
+        stderr=log if log is not None else subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
