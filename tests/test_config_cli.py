@@ -1,0 +1,87 @@
+"""Settings from env and flags, the README table, and `extractor extract` matching /extract."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PAGE_ONE
+from support import post_file
+
+from extractor import samples
+from extractor.config import Settings, SettingsError, settings_table
+
+README = Path(__file__).parent.parent / "README.md"
+
+
+def test_env_then_overrides() -> None:
+    env = {
+        "EXTRACTOR_DEFAULT_FORMAT": "text",
+        "EXTRACTOR_MAX_PAGES": "7",
+        "EXTRACTOR_ASR_VAD": "off",
+    }
+    settings = Settings.load(env, {"max_pages": 9})
+    assert (settings.default_format, settings.max_pages, settings.asr_vad) == ("text", 9, False)
+    assert Settings.load({}).bind == "127.0.0.1:8000"
+    assert Settings.load({"EXTRACTOR_SECRET": ""}).secret is None
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"EXTRACTOR_MAX_PAGES": "many"}, "EXTRACTOR_MAX_PAGES"),
+        ({"EXTRACTOR_ASR_ENGINE": "vosk"}, "EXTRACTOR_ASR_ENGINE"),
+        ({"EXTRACTOR_DEFAULT_FORMAT": "xml"}, "EXTRACTOR_DEFAULT_FORMAT"),
+        ({"EXTRACTOR_THREADS": "0"}, "EXTRACTOR_THREADS"),
+        ({"EXTRACTOR_ASR_VAD": "perhaps"}, "EXTRACTOR_ASR_VAD"),
+    ],
+)
+def test_bad_settings_name_their_variable(env: dict[str, str], needle: str) -> None:
+    with pytest.raises(SettingsError, match=needle):
+        Settings.load(env)
+
+
+def test_readme_lists_every_setting() -> None:
+    assert settings_table() in README.read_text(), "run `extractor settings` and paste into README"
+
+
+def test_default_format_setting_decides_ties(make_app: Any, page_one: samples.TextPage) -> None:
+    client = make_app(default_format="text").test_client()
+    reply = post_file(client, samples.encode_image(page_one.image, "PNG"))
+    assert reply.mimetype == "text/plain"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "extractor.cli", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_extract_command_prints_what_the_endpoint_answers(
+    client: Any, tmp_path: Path, page_one: samples.TextPage
+) -> None:
+    image = tmp_path / "page.png"
+    image.write_bytes(samples.encode_image(page_one.image, "PNG"))
+    text = run_cli("extract", str(image), "--format", "text")
+    assert text.returncode == 0 and text.stdout.splitlines() == PAGE_ONE
+    printed = json.loads(run_cli("extract", str(image)).stdout)
+    served = post_file(client, image.read_bytes(), "page.png").get_json()
+    assert printed == served
+
+
+def test_extract_command_reports_bad_input(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"nothing to see")
+    result = run_cli("extract", str(junk))
+    assert result.returncode == 1
+    assert (
+        json.loads(result.stderr.strip().splitlines()[-1])["error"]["code"]
+        == "unsupported_media_type"
+    )
+    assert run_cli("extract", str(tmp_path / "missing.png")).returncode == 2
+    bad_flag = run_cli("extract", str(junk), "--max-pages", "lots")
+    assert bad_flag.returncode == 2 and "EXTRACTOR_MAX_PAGES" in bad_flag.stderr
