@@ -21,7 +21,9 @@ def _add_setting_flags(parser: argparse.ArgumentParser, skip: Sequence[str] = ()
         if f.name in skip:
             continue
         flag = "--" + f.name.replace("_", "-")
-        help_text = f.metadata["help"] + (f" [default: {f.default}]" if f.default is not None else "")
+        help_text = f.metadata["help"] + (
+            f" [default: {f.default}]" if f.default is not None else ""
+        )
         if kind == "bool":
             group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
                                default=None, help=help_text)  # fmt: skip
@@ -52,10 +54,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _extract(args: argparse.Namespace) -> int:
     """Answer as POST /extract would, for one local file, without a server."""
+    from .app import RENDERERS
     from .importable import to_importable
     from .media import MediaKind, sniff
     from .negotiate import choose_format
-    from .app import RENDERERS
     from .service import ExtractOptions, Extractor
 
     settings = _settings_from(args)

@@ -68,9 +68,7 @@ class Settings:
     # -- limits ---------------------------------------------------------------------------
     max_upload_bytes: int = _setting(200 * 1024 * 1024, "Largest accepted upload in bytes (413).")
     max_pages: int = _setting(100, "Most pages (PDF pages, TIFF frames) in one document (413).")
-    max_audio_seconds: float = _setting(
-        3 * 3600.0, "Longest accepted audio, in seconds (413)."
-    )
+    max_audio_seconds: float = _setting(3 * 3600.0, "Longest accepted audio, in seconds (413).")
     # -- OCR ------------------------------------------------------------------------------
     ocr_languages: str = _setting(
         "eng", "Tesseract languages, '+'-joined (each needs Debian's tesseract-ocr-<lang>)."
@@ -207,5 +205,7 @@ def settings_table() -> str:
     for f, _kind in setting_fields():
         default = "unset" if f.default is None else f"`{f.default}`"
         flag = "--" + f.name.replace("_", "-")
-        rows.append(f"| `{ENV_PREFIX}{f.name.upper()}` | `{flag}` | {default} | {f.metadata['help']} |")
+        rows.append(
+            f"| `{ENV_PREFIX}{f.name.upper()}` | `{flag}` | {default} | {f.metadata['help']} |"
+        )
     return "\n".join(rows)

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -167,7 +168,9 @@ class PdfPages:
                 bitmap = page.render(scale=self._scale, grayscale=True)
                 image = bitmap.to_pil()
             except pdfium.PdfiumError as exc:
-                raise UnsupportedMedia(f"PDF page {index + 1} could not be rendered: {exc}") from exc
+                raise UnsupportedMedia(
+                    f"PDF page {index + 1} could not be rendered: {exc}"
+                ) from exc
         return _save_for_tesseract(image, self._workdir / f"page-{index}.png", index)
 
     def close(self) -> None:
@@ -218,7 +221,9 @@ def decode_audio(path: Path, *, max_seconds: float, keep_channels: bool = False)
         stream = container.streams.audio[0]
         declared = _declared_seconds(container, stream)
         if declared is not None and declared > max_seconds + 1:
-            raise AudioTooLong(f"the audio lasts {declared:.0f} s; the limit is {max_seconds:.0f} s")
+            raise AudioTooLong(
+                f"the audio lasts {declared:.0f} s; the limit is {max_seconds:.0f} s"
+            )
         channels = stream.codec_context.channels or 1
         rows = 2 if keep_channels and channels >= 2 else 1
         resampler = av.AudioResampler(
@@ -227,7 +232,6 @@ def decode_audio(path: Path, *, max_seconds: float, keep_channels: bool = False)
         limit = int((max_seconds + 1) * SAMPLE_RATE)
         buffer = np.empty((rows, int(((declared or 30) + 1) * SAMPLE_RATE)), dtype=np.float32)
         filled = 0
-        stream.thread_type = "AUTO"
         for frame in _frames(container, stream):
             for out in resampler.resample(frame):
                 filled, buffer = _append(buffer, filled, out.to_ndarray(), limit, max_seconds)
@@ -238,11 +242,11 @@ def decode_audio(path: Path, *, max_seconds: float, keep_channels: bool = False)
     return Audio(buffer[:, :filled], channels)
 
 
-def _frames(container: object, stream: object) -> Iterator[object]:
+def _frames(container: Any, stream: Any) -> Iterator[Any]:
     import av
 
     try:
-        yield from container.decode(stream)  # type: ignore[attr-defined]
+        yield from container.decode(stream)
     except av.error.EOFError:
         return
 

@@ -89,7 +89,9 @@ def choose_format(
     top = max(q for (q, _pos), _f in scored)
     if top <= 0:
         names = ", ".join(f.media_type.split(";")[0] for f in offered)
-        raise NotAcceptable(f"cannot answer with any type the Accept header allows; offered: {names}")
+        raise NotAcceptable(
+            f"cannot answer with any type the Accept header allows; offered: {names}"
+        )
     tied = [(pos, f) for (q, pos), f in scored if q == top]
     for _pos, f in tied:
         if f.name == default:

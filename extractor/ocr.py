@@ -66,8 +66,9 @@ class TesseractEngine:
         except pytesseract.TesseractNotFoundError as exc:
             raise EngineUnavailable("tesseract is not installed") from exc
         except pytesseract.TesseractError as exc:
-            raise UnsupportedMedia(f"Tesseract could not read page {page.index + 1}: "
-                                   f"{exc.message.strip()[:300]}") from exc
+            raise UnsupportedMedia(
+                f"Tesseract could not read page {page.index + 1}: {exc.message.strip()[:300]}"
+            ) from exc
         except RuntimeError as exc:  # pytesseract's way of saying it killed a slow run
             if "timeout" in str(exc).lower():
                 raise EngineTimeout("OCR took longer than the request timeout") from exc

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
@@ -97,11 +98,39 @@ def pdf(pages: list[TextPage], dpi: int = 150) -> bytes:
     return buffer.getvalue()
 
 
-PARAGRAPH = (
-    "The quick brown fox jumps over the lazy dog while seven wizards quietly judge boxing "
-    "matches near the river bank and every clever student writes careful notes about the "
-    "weather report"
-).split()
+PARAGRAPH = [
+    "The",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "the",
+    "lazy",
+    "dog",
+    "while",
+    "seven",
+    "wizards",
+    "quietly",
+    "judge",
+    "boxing",
+    "matches",
+    "near",
+    "the",
+    "river",
+    "bank",
+    "and",
+    "every",
+    "clever",
+    "student",
+    "writes",
+    "careful",
+    "notes",
+    "about",
+    "the",
+    "weather",
+    "report",
+]
 
 
 def a4_page_lines(count: int = 45, words_per_line: int = 10) -> list[str]:
@@ -136,7 +165,7 @@ def decode_wav(data: bytes) -> tuple[np.ndarray, int]:
     """Float samples (channels, n) and the rate of a WAV, through PyAV."""
     import av
 
-    with av.open(io.BytesIO(data)) as container:
+    with av.open(io.BytesIO(data), "r") as container:
         stream = container.streams.audio[0]
         rate = stream.codec_context.sample_rate
         chunks = [f.to_ndarray() for f in container.decode(stream)]
@@ -163,7 +192,7 @@ def encode_audio(samples: np.ndarray, rate: int, fmt: str) -> bytes:
     out_rate = 48_000 if codec == "libopus" else rate
     buffer = io.BytesIO()
     with av.open(buffer, "w", format=container_name) as container:
-        stream = container.add_stream(codec, rate=out_rate)
+        stream = cast("av.AudioStream", container.add_stream(codec, rate=out_rate))
         stream.layout = "stereo" if channels == 2 else "mono"
         resampler = av.AudioResampler(format=sample_format, layout=stream.layout, rate=out_rate)
         frame_size = 1024

@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import numpy as np
+
 from .asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript
 from .config import Settings
-from .errors import EngineTimeout, EngineUnavailable, ServiceBusy
+from .errors import EngineTimeout, ServiceBusy
 from .importable import Document, DocumentKind, Line, Page, Word
 from .media import MediaKind, PageImage, PdfPages, Sniffed, decode_audio, image_pages
 from .ocr import OcrOptions, TesseractEngine
@@ -49,9 +51,7 @@ class Timings:
         try:
             yield
         finally:
-            self.stages[name] = round(
-                self.stages.get(name, 0.0) + time.perf_counter() - started, 4
-            )
+            self.stages[name] = round(self.stages.get(name, 0.0) + time.perf_counter() - started, 4)
 
 
 class EngineGate:
@@ -142,10 +142,12 @@ class Extractor:
         timings = timings or Timings()
         deadline = time.monotonic() + self.settings.request_timeout
         cancel = threading.Event()
-        if sniffed.kind is MediaKind.AUDIO:
-            job: Callable[[], Document] = lambda: self._audio(path, name, options, timings, cancel)
-        else:
-            job = lambda: self._ocr(path, name, sniffed, workdir, deadline, timings)
+
+        def job() -> Document:
+            if sniffed.kind is MediaKind.AUDIO:
+                return self._audio(path, name, options, timings, cancel)
+            return self._ocr(path, name, sniffed, workdir, deadline, timings)
+
         with timings.stage("queue+work"):
             return self.gate.run(job, deadline, cancel)
 
@@ -227,13 +229,9 @@ class Extractor:
             duration_ms=duration_ms,
         )  # fmt: skip
 
-    def _transcribe(self, samples: object, options: TranscribeOptions) -> Transcript:
-        if not self.speech.loaded:
-            try:
-                self.speech.load()
-            except EngineUnavailable:
-                raise
-        return self.speech.transcribe(samples, options)  # type: ignore[arg-type]
+    def _transcribe(self, samples: np.ndarray, options: TranscribeOptions) -> Transcript:
+        self.speech.load()  # a no-op once loaded at worker start
+        return self.speech.transcribe(samples, options)
 
     def close(self) -> None:
         self.gate.shutdown()
@@ -260,9 +258,12 @@ def transcript_lines(
             continue
         lines.append(
             Line(
-                words, start_ms=start, end_ms=end, speaker=speaker,
+                words,
+                start_ms=start,
+                end_ms=end,
+                speaker=speaker,
                 word_timings=options.word_timestamps,
-            )  # fmt: skip
+            )
         )
         previous_start = start
     return lines

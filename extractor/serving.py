@@ -8,7 +8,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 
-class FactoryApplication(BaseApplication):  # type: ignore[misc]
+class FactoryApplication(BaseApplication):
     """A gunicorn application that calls ``factory`` in each worker.
 
     Nothing is preloaded in the master: torch and CTranslate2 do not survive a fork, so every

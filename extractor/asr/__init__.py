@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from .base import SpeechEngine, Transcript, TranscriptSegment, TranscribeOptions
+from .base import SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
 
 EngineFactory = Callable[[str | None, int, str, Path], SpeechEngine]
 

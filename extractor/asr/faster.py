@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EngineFailure, EngineTimeout, EngineUnavailable
-from .base import TimedWord, Transcript, TranscriptSegment, TranscribeOptions
+from .base import TimedWord, TranscribeOptions, Transcript, TranscriptSegment
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,9 @@ class FasterWhisperEngine:
                 num_workers=1,
             )
         except (RuntimeError, ValueError, OSError) as exc:
-            raise EngineUnavailable(f"faster-whisper could not load {self.model_name}: {exc}") from exc
+            raise EngineUnavailable(
+                f"faster-whisper could not load {self.model_name}: {exc}"
+            ) from exc
         log.info("faster-whisper loaded", extra={"model": self.model_name})
 
     @property

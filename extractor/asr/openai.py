@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EngineFailure, EngineUnavailable
-from .base import TimedWord, Transcript, TranscriptSegment, TranscribeOptions, speech_regions
+from .base import TimedWord, TranscribeOptions, Transcript, TranscriptSegment, speech_regions
 
 log = logging.getLogger(__name__)
 
