@@ -238,10 +238,24 @@ function wordBox(label, page, cell, drawText) {
     text.className = "word-text";
     text.textContent = word;
     // cqw is a percent of the sheet's width, so the word scales with its page like the box.
-    text.style.fontSize = `${((height * 0.95) / page.pageWidth) * 100}cqw`;
+    text.style.fontSize = `${(fittedFontSize(word, width, height) / page.pageWidth) * 100}cqw`;
     box.append(text);
   }
   return box;
+}
+
+const WORD_FONT = '"DejaVu Sans", Arial, sans-serif'; // as .word-text in style.css
+let measure = null;
+
+// The font size (in page pixels) at which ``word`` fills its box's width: an ink box's height
+// says little about the font size (no descender in "draft"), its width says much more. Capped
+// by the height so that a one-letter box does not get a giant letter.
+function fittedFontSize(word, width, height) {
+  measure ??= document.createElement("canvas").getContext("2d");
+  measure.font = `100px ${WORD_FONT}`;
+  const at100 = measure.measureText(word).width;
+  const byWidth = at100 > 0 ? (width / at100) * 100 : height;
+  return Math.max(1, Math.min(byWidth, height * 1.6));
 }
 
 function sheetFor(page, labels, cellsByLine, image) {
