@@ -24,7 +24,7 @@ from .probes import (
     small_png,
 )
 from .report import CheckResult, Report, combine, render_json, render_table
-from .rules import ENDPOINT_RULES, RULES, Finding, Rule, Status, failed
+from .rules import ENDPOINT_RULES, RULES, Finding, Rule, Status, failed, what_came_back
 
 __all__ = ["RULES", "Report", "Status", "check", "run_check"]
 
@@ -61,7 +61,8 @@ def check(
     if transport.unreachable:
         # Nothing was judged: say so on every row rather than leave SKIPs that look benign.
         results = [CheckResult(r.id, r.title, Status.FAIL, transport.unreachable) for r in results]
-    return Report(url, kind, tuple(results))
+    found = tuple((p.sample.name, what_came_back(p)) for p in probes if not transport.unreachable)
+    return Report(url, kind, tuple(results), found)
 
 
 def run_check(

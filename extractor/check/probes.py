@@ -162,8 +162,9 @@ class Reply:
         return f"POST {self.sample}" + (f" (Accept: {self.accept})" if self.accept else "")
 
     def excerpt(self, limit: int = 120) -> str:
-        text = self.body[:limit].decode("utf-8", "replace").replace("\n", "\\n")
-        return text + ("..." if len(self.body) > limit else "")
+        body = self.body.strip()
+        text = body[:limit].decode("utf-8", "replace").replace("\n", "\\n")
+        return (text + ("..." if len(body) > limit else "")) or "(empty body)"
 
 
 def _media_type(header: str) -> tuple[str, str | None]:
@@ -191,6 +192,9 @@ class Transport:
         self.client = httpx.Client(
             timeout=httpx.Timeout(self.timeout, connect=min(CONNECT_TIMEOUT, self.timeout)),
             follow_redirects=False,
+            # A fresh connection per request, as the platform's calls are independent: a
+            # server that refuses an upload without reading it may drop a kept-alive one.
+            limits=httpx.Limits(max_keepalive_connections=0),
         )
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ class Report:
     url: str
     kind: str
     checks: tuple[CheckResult, ...]
+    found: tuple[tuple[str, str], ...] = ()  # (sample, what text came back), for people
 
     @property
     def passed(self) -> bool:
@@ -43,7 +44,8 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {"url": self.url, "kind": self.kind, "passed": self.passed,
-                "checks": [c.to_json() for c in self.checks]}  # fmt: skip
+                "checks": [c.to_json() for c in self.checks],
+                "found": [{"sample": name, "text": text} for name, text in self.found]}  # fmt: skip
 
 
 def combine(
@@ -87,6 +89,12 @@ def render_table(report: Report, *, width: int | None = None) -> str:
         chunks = _wrap(c.detail, detail_width) or [""]
         lines.append(f"{c.id:<{id_width}}  {c.status.value:<6}  {chunks[0]}")
         lines.extend(" " * len(head) + chunk for chunk in chunks[1:])
+    if report.found:
+        name_width = max(len(name) for name, _text in report.found)
+        lines += ["", "what came back:"]
+        for name, text in report.found:
+            chunk = _wrap(text, max(40, width - name_width - 4))[0]
+            lines.append(f"  {name:<{name_width}}  {chunk}" + (" ..." if chunk != text else ""))
     counts = {s: sum(c.status is s for c in report.checks) for s in Status}
     verdict = "meets the contract" if report.passed else "does NOT meet the contract"
     lines += ["", f"{report.url} {verdict}: " + ", ".join(

@@ -204,6 +204,22 @@ def expected_words(probe: Probe) -> tuple[list[str], float]:
     return words_of(sample.text), SPEECH_RECALL
 
 
+def what_came_back(probe: Probe) -> str:
+    """A one-line summary of the text found in ``probe``'s replies, for people trying the kit."""
+    lines: list[str] = []
+    try:
+        if (reply := probe.reply_in(TEXT_TYPE)) is not None:
+            lines = text_lines(reply)
+        elif (reply := probe.reply_in(JSON_TYPE)) is not None:
+            lines = [" ".join(cell["tokens"]) for cell in document(reply)["cells"]]
+        else:
+            return "nothing (no usable reply)"
+    except (Unjudgeable, UnicodeDecodeError, LookupError, KeyError, TypeError):
+        return "unreadable reply"
+    count = f"{len(lines)} line" + ("" if len(lines) == 1 else "s")
+    return f"{count}: " + " / ".join(lines[:3]) + (" / ..." if len(lines) > 3 else "")
+
+
 # -- rule helpers -------------------------------------------------------------------------
 
 
