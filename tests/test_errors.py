@@ -75,7 +75,6 @@ def test_truncated_png_is_415(client: Any, png: bytes) -> None:
 
 def test_audio_file_without_audio_track_is_415(client: Any) -> None:
     import av
-
     import numpy as np
 
     buffer = io.BytesIO()
@@ -196,7 +195,7 @@ def test_speech_engine_that_hangs_gives_504_and_the_worker_lives_on(
 ) -> None:
     """A hang the real engine cannot be made to produce on demand: the one fake in this file."""
     release = threading.Event()
-    app = make_app(request_timeout=0.5, queue_size=4)
+    app = make_app(request_timeout=3, queue_size=4)
     extractor = app.extensions["extractor"]
 
     class HangingEngine:
