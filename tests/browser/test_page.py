@@ -7,6 +7,7 @@ the server itself for the same file and compares.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -229,15 +230,46 @@ def test_image_words_are_boxed_where_they_were_drawn(
     ActionChains(page).move_to_element(first).perform()
     token = page.find_element(By.CSS_SELECTOR, '.token[data-line="0"][data-token="1"]')
     assert "hot" in str(token.get_attribute("class"))
+    other = page.find_element(By.CSS_SELECTOR, '.token[data-line="1"][data-token="2"]')
+    ActionChains(page).move_to_element(other).perform()
+    box = page.find_element(By.CSS_SELECTOR, '.word-box[data-line="1"][data-token="2"]')
+    assert "hot" in str(box.get_attribute("class"))
+    assert "hot" not in str(token.get_attribute("class"))
     assert_only_local_requests(page, server)
 
 
-def test_downloads_and_copies_are_the_servers_json_and_text(
+def drop(driver: WebDriver, path: Path, media_type: str) -> str:
+    """Drop ``path`` on the drop zone as a drag from the desktop would; the page's state after."""
+    driver.execute_script(
+        """
+        const [data, name, type] = arguments;
+        const bytes = Uint8Array.from(atob(data), c => c.charCodeAt(0));
+        const transfer = new DataTransfer();
+        transfer.items.add(new File([bytes], name, {type}));
+        document.getElementById('app').dataset.state = 'sent';
+        const zone = document.getElementById('drop-zone');
+        for (const kind of ['dragenter', 'dragover', 'drop']) {
+          zone.dispatchEvent(new DragEvent(kind, {bubbles: true, cancelable: true,
+                                                  dataTransfer: transfer}));
+        }
+        """,
+        base64.b64encode(path.read_bytes()).decode(),
+        path.name,
+        media_type,
+    )
+    WebDriverWait(driver, WAIT_S).until(
+        lambda d: d.find_element(By.ID, "app").get_attribute("data-state") in ("done", "error")
+    )
+    return str(driver.find_element(By.ID, "app").get_attribute("data-state"))
+
+
+def test_a_dropped_file_copies_and_downloads_as_the_servers_json_and_text(
     page: WebDriver, server: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "invoice.png"
     path.write_bytes(samples.encode_image(samples.text_page(PAGE_LINES).image, "PNG"))
-    assert upload(page, path) == "done"
+    assert drop(page, path, "image/png") == "done", page.find_element(By.ID, "status").text
+    assert "dragging" not in str(page.find_element(By.ID, "drop-zone").get_attribute("class"))
 
     reply = ask_server(server, path, "application/json").json()
     assert json.loads(link_content(page, "download-json")) == reply
@@ -263,18 +295,25 @@ def test_downloads_and_copies_are_the_servers_json_and_text(
             assert copied == expected
 
 
-def test_pdf_pages_are_drawn_as_sheets_with_the_words_in_their_boxes(
-    page: WebDriver, server: str, tmp_path: Path
+@pytest.mark.parametrize(
+    ("name", "pages"),
+    [("report.pdf", PDF_PAGES), ("scan.tiff", PDF_PAGES[:1])],
+    ids=["pdf-two-pages", "tiff-one-page"],
+)
+def test_pages_the_browser_cannot_show_are_sheets_with_the_words_in_their_boxes(
+    page: WebDriver, server: str, tmp_path: Path, name: str, pages: list[list[str]]
 ) -> None:
-    drawn = {n: samples.text_page(lines, page=n) for n, lines in enumerate(PDF_PAGES)}
-    path = tmp_path / "report.pdf"
-    path.write_bytes(samples.pdf(list(drawn.values())))
+    drawn = {n: samples.text_page(lines, page=n) for n, lines in enumerate(pages)}
+    path = tmp_path / name
+    encode = samples.pdf if name.endswith(".pdf") else samples.multipage_tiff
+    path.write_bytes(encode(list(drawn.values())))
 
     assert upload(page, path) == "done", page.find_element(By.ID, "status").text
     reply = ask_server(server, path, "application/json").json()
-    assert len(page.find_elements(By.CSS_SELECTOR, ".sheet")) == len(PDF_PAGES)
+    assert len(page.find_elements(By.CSS_SELECTOR, ".sheet")) == len(pages)
     assert page.find_elements(By.CSS_SELECTOR, ".sheet img") == []
-    for index in range(len(PDF_PAGES)):
+    assert "cannot display" in page.find_element(By.ID, "viewer").text
+    for index in range(len(pages)):
         on_page = [label for label in reply["labels"] if label["pageIndex"] == index]
         boxes = page.find_elements(By.CSS_SELECTOR, f'.sheet .word-box[data-page="{index}"]')
         assert len(boxes) == len(on_page)
@@ -282,8 +321,9 @@ def test_pdf_pages_are_drawn_as_sheets_with_the_words_in_their_boxes(
                           for label in on_page]  # fmt: skip
         assert [box.text for box in boxes] == expected_words
     assert_boxes_on_drawn_words(page, reply, drawn)
-    assert "page 2" in panel_text(page).casefold()  # shown in small capitals
-    page.save_screenshot(str(tmp_path / "pdf.png"))
+    if len(pages) > 1:
+        assert "page 2" in panel_text(page).casefold()  # shown in small capitals
+    page.save_screenshot(str(tmp_path / f"{name}.png"))
 
 
 @pytest.mark.skipif(not samples.have_espeak(), reason="espeak-ng is not installed")
