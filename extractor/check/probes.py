@@ -226,7 +226,7 @@ class Transport:
             request["files"] = files
         try:
             response = self.client.post(self.url, **request)
-        except httpx.ConnectError as exc:
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             self.unreachable = f"cannot connect to {self.url}: {exc}"
             return Reply(what, accept, error=self.unreachable)
         except httpx.TimeoutException as exc:

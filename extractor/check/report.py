@@ -43,9 +43,13 @@ class Report:
         return [c.id for c in self.checks if c.status is Status.FAIL]
 
     def to_json(self) -> dict[str, Any]:
-        return {"url": self.url, "kind": self.kind, "passed": self.passed,
-                "checks": [c.to_json() for c in self.checks],
-                "found": [{"sample": name, "text": text} for name, text in self.found]}  # fmt: skip
+        return {
+            "url": self.url,
+            "kind": self.kind,
+            "passed": self.passed,
+            "checks": [c.to_json() for c in self.checks],
+            "found": [{"sample": name, "text": text} for name, text in self.found],
+        }
 
 
 def combine(

@@ -1,7 +1,7 @@
 """How the conformance kit judges replies: the platform's rules, one function each.
 
-Each rule looks at one ``Probe`` (a sample and every reply to it) and returns a ``Finding``,
-or None when it does not apply to that kind of sample. The rules cover what the platform relies
+Each rule looks at one ``Probe`` (a sample and every reply to it) of the kinds it applies to
+and returns a ``Finding``: PASS, FAIL with the first offending value, or SKIP with why. The rules cover what the platform relies
 on and what ``schemas/importable.schema.json`` cannot say: corner order, boxes inside their
 page, label indices inside their cell, inclusive ``endCharIndex``, one TIMESTAMP per line,
 milliseconds, and whether the drawn or spoken words come back where they were put.
@@ -188,11 +188,11 @@ def recall(expected: list[str], got: list[str]) -> tuple[int, list[str]]:
 def recall_finding(expected: list[str], got: list[str], threshold: float) -> Finding:
     found, missing = recall(expected, got)
     share = found / len(expected) if expected else 1.0
-    summary = f"{found}/{len(expected)} words ({share:.0%})"
+    summary = f"{found}/{len(expected)} words"
     if share >= threshold:
-        return passed(summary)
+        return passed(f"{summary} ({share:.0%} >= {threshold:.0%})")
     shown = ", ".join(repr(w) for w in missing[:5]) + (", ..." if len(missing) > 5 else "")
-    return failed(f"only {summary} came back, < {threshold:.0%}; missing {shown}")
+    return failed(f"only {summary} came back ({share:.0%} < {threshold:.0%}); missing {shown}")
 
 
 def expected_words(probe: Probe) -> tuple[list[str], float]:
@@ -555,7 +555,7 @@ def json_boxes_overlap(probe: Probe, doc: dict[str, Any]) -> Finding:
             f"only {overlapping}/{matched} returned boxes overlap their drawn word"
             f" (< {BOX_SHARE:.0%}); first: {first_miss}"
         )
-    return passed(summary)
+    return passed(f"{summary} ({overlapping / matched:.0%} >= {BOX_SHARE:.0%})")
 
 
 @on_json
