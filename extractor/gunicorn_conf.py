@@ -2,9 +2,33 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+from gunicorn.workers.gthread import ThreadWorker
+
 from .config import Settings
+
+# How long a worker whose engine is busy waits before competing for a new connection.
+BUSY_ACCEPT_DELAY = 0.005  # seconds
+
+
+class EngineAwareThreadWorker(ThreadWorker):
+    """A gthread worker that lets an idle sibling take new connections first.
+
+    Every worker's main loop waits on the same listening socket and the kernel wakes them all,
+    so which one accepts is a coin toss: two requests can queue behind one engine while another
+    worker's engine sits idle. A worker with extractions pending hesitates a few milliseconds
+    before accepting; an idle worker wins the race, and when all are busy one still accepts at
+    once (health checks wait at most that delay).
+    """
+
+    def accept(self, listener: Any) -> None:
+        extensions = getattr(self.wsgi, "extensions", {})
+        extractor = extensions.get("extractor")
+        if extractor is not None and extractor.gate.pending > 0:
+            time.sleep(BUSY_ACCEPT_DELAY)
+        super().accept(listener)
 
 
 def gunicorn_options(settings: Settings) -> dict[str, Any]:
@@ -13,8 +37,9 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         "bind": settings.bind,
         "workers": settings.worker_count,
         # gthread: one thread runs the engine while the others answer /healthz and queue, so a
-        # busy worker still looks alive; the engine gate bounds how many actually wait.
-        "worker_class": "gthread",
+        # busy worker still looks alive; the engine gate bounds how many actually wait. The
+        # subclass steers new connections to idle workers (see EngineAwareThreadWorker).
+        "worker_class": "extractor.gunicorn_conf.EngineAwareThreadWorker",
         "threads": settings.threads,
         # No preload: neither torch nor CTranslate2 survives a fork, so each worker builds its
         # app and loads its models after forking (post_worker_init below).
