@@ -115,10 +115,11 @@ def document(reply: Reply) -> dict[str, Any]:
 
 @functools.cache
 def importable_validator() -> jsonschema.Draft202012Validator:
-    from ..app import SCHEMAS_DIR
+    """python-jsonschema rather than the server's compiled validator: its ``best_match`` picks
+    the most telling error to show, and the kit's replies are small."""
+    from ..schemas import importable_schema
 
-    schema = json.loads((SCHEMAS_DIR / "importable.schema.json").read_text())
-    return jsonschema.Draft202012Validator(schema)
+    return jsonschema.Draft202012Validator(importable_schema())
 
 
 def json_path(parts: Iterable[Any]) -> str:

@@ -96,6 +96,10 @@ def _boxes_shifted_down(doc: dict[str, Any]) -> None:
                 label[f"y{n}"] += shift
 
 
+def _no_label_sets(doc: dict[str, Any]) -> None:
+    del doc["labelSets"]
+
+
 def _wrong_content_type(answer: Answer) -> Answer:
     ok = 200 <= answer.status < 300
     return replace(answer, content_type="text/html; charset=utf-8") if ok else answer
@@ -125,6 +129,7 @@ FAULTS: dict[str, Callable[[Answer], Answer]] = {
     "past-tokens": _edit_json(_label_past_tokens),
     "exclusive-end": _edit_json(_exclusive_end_char),
     "shifted-boxes": _edit_json(_boxes_shifted_down),
+    "no-label-sets": _edit_json(_no_label_sets),
     "500": _fails_on_images,
 }
 TEXT_ONLY = "text-only"  # answers text/plain always, 406 to an Accept without it

@@ -51,6 +51,7 @@ AUDIO_ONLY = {"seconds"}
         ("past-tokens", "json.label-tokens", "endTokenIndex"),
         ("exclusive-end", "json.label-chars", "inclusive"),
         ("shifted-boxes", "json.boxes", "overlap their drawn word"),
+        ("no-label-sets", "json.schema", "'labelSets' is a required property"),
         ("500", "http.status", "HTTP 500"),
     ],
 )
