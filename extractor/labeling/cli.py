@@ -49,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(
             level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
+    # Alembic narrates every plugin and step at INFO; a migration is news only when it fails.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         settings = LabelingSettings.from_env()
         if args.command == "migrate" or (settings.auto_migrate and args.command != "migrate"):

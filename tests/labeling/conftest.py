@@ -520,3 +520,92 @@ def capitalized_words_model(request: Received) -> Reply:
 def python() -> str:
     """The interpreter running the tests, for subprocesses of the CLI."""
     return sys.executable
+
+
+# -- the service as separate processes (CLI) --------------------------------------------------
+
+
+def cli_env(database_url: str, data_dir: Path, **settings: Any) -> dict[str, str]:
+    """The environment of a CLI subprocess: our test settings as EXTRACTOR_LABELING_* variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EXTRACTOR_LABELING_")}
+    values = {
+        "DATABASE_URL": database_url,
+        "DATA_DIR": str(data_dir),
+        "JOB_POLL_SECONDS": "0.05",
+        "JOB_HEARTBEAT_SECONDS": "0.3",
+        "JOB_LEASE_SECONDS": "2",
+        "OUTBOUND_ALLOW": "127.0.0.1/32",
+        "OUTBOUND_READ_TIMEOUT": "5",
+        "OUTBOUND_BACKOFF_SECONDS": "0.05",
+    }
+    values.update({key.upper(): str(value) for key, value in settings.items()})
+    env.update({f"EXTRACTOR_LABELING_{key}": value for key, value in values.items()})
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m extractor.cli labeling ARGS`` to the end."""
+    return subprocess.run(
+        [sys.executable, "-m", "extractor.cli", "labeling", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=REPO,
+    )
+
+
+class ServiceProcess:
+    """``extractor labeling serve|worker`` in its own process group, killed at the end."""
+
+    def __init__(self, env: dict[str, str], *args: str, log: Path) -> None:
+        self.log = log
+        self._log_file = log.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "extractor.cli", "labeling", *args],
+            env=env,
+            cwd=REPO,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def wait_healthy(self, url: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"server exited: {self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"server not healthy: {self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL the whole group (gunicorn master and workers): a crash, no clean-up."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, 9)
+        self.process.wait(30)
+        self._log_file.close()
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: the graceful stop."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, 15)
+        code = self.process.wait(timeout)
+        self._log_file.close()
+        return code
+
+
+@pytest.fixture
+def processes() -> Iterator[list[ServiceProcess]]:
+    """Service processes a test starts; all killed at the end."""
+    started: list[ServiceProcess] = []
+    yield started
+    for process in started:
+        if process.process.poll() is None:
+            process.kill()

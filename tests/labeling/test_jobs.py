@@ -1,0 +1,298 @@
+"""Jobs live in the database: leases, a restart in the middle of a job, and workers in separate
+processes that never take the same job (``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import (
+    FakeAPI,
+    LabelingServer,
+    Received,
+    Reply,
+    ServiceProcess,
+    capitalized_words_model,
+    cli_env,
+    fast_settings,
+    free_port,
+    run_cli,
+)
+from sqlalchemy import update
+
+from extractor.labeling.config import LabelingSettings
+from extractor.labeling.db import Database
+from extractor.labeling.errors import JobFailure
+from extractor.labeling.jobs import JobQueue, new_job_id
+from extractor.labeling.models import Job, User, utcnow
+
+StartAPI = Callable[[Callable[[Received], Reply]], FakeAPI]
+AUTO_LABEL = (
+    "mutation Go($input: AutoLabelTokenBasedProjectInput!) "
+    "{ result: autoLabelTokenBasedProject(input: $input) { id status progress } }"
+)
+
+
+def auto_label(http: httpx.Client, token: str, email: str, project_id: str, url: str) -> str:
+    body = {
+        "query": AUTO_LABEL,
+        "variables": {
+            "input": {
+                "labelerEmail": email,
+                "projectId": project_id,
+                "options": {"numberOfFilesPerRequest": 1, "serviceProvider": "CUSTOM"},
+                "targetAPI": {"endpoint": url, "secretKey": "k"},
+            }
+        },
+    }
+    response = http.post("/graphql", json=body, headers={"Authorization": f"Bearer {token}"})
+    result = response.json()
+    assert "errors" not in result, result
+    return str(result["data"]["result"]["id"])
+
+
+# -- the queue itself -------------------------------------------------------------------------
+
+
+def queue_on(database_url: str, tmp_path: Path, **overrides: Any) -> tuple[Database, JobQueue]:
+    settings: LabelingSettings = fast_settings(database_url, tmp_path, **overrides)
+    db = Database(database_url)
+    return db, JobQueue(db, settings)
+
+
+def add_jobs(db: Database, count: int) -> list[str]:
+    with db.session() as session:
+        owner = User(email=f"owner-{time.monotonic_ns()}@example.com")
+        session.add(owner)
+        session.flush()
+        ids = [new_job_id("Test") for _ in range(count)]
+        for job_id in ids:
+            session.add(
+                Job(
+                    id=job_id,
+                    kind="Test",
+                    owner_id=owner.id,
+                    status="QUEUED",
+                    errors=[],
+                    payload={},
+                )
+            )
+        return ids
+
+
+def test_concurrent_claims_take_each_job_once(database_url: str, tmp_path: Path) -> None:
+    db, queue = queue_on(database_url, tmp_path)
+    try:
+        ids = add_jobs(db, 30)
+        claimed: list[str] = []
+        lock = threading.Lock()
+
+        def claimer(worker: int) -> None:
+            while (job := queue.claim(f"w{worker}")) is not None:
+                with lock:
+                    claimed.append(job.id)
+
+        threads = [threading.Thread(target=claimer, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert sorted(claimed) == sorted(ids)
+    finally:
+        db.dispose()
+
+
+def test_an_expired_lease_moves_the_job_and_the_late_worker_cannot_settle(
+    database_url: str, tmp_path: Path
+) -> None:
+    db, queue = queue_on(database_url, tmp_path)
+    try:
+        (job_id,) = add_jobs(db, 1)
+        first = queue.claim("slow")
+        assert first is not None and queue.claim("other") is None  # leased
+        with db.session() as session:
+            session.execute(update(Job).values(locked_until=utcnow() - timedelta(seconds=1)))
+        second = queue.claim("fast")
+        assert second is not None and second.id == job_id and second.attempts == 2
+        assert not queue.heartbeat(job_id, "slow")
+        assert not queue.save_progress(job_id, "slow", 50, None)
+        assert not queue.deliver(job_id, "slow", lambda _: "nope")
+        assert not queue.fail(job_id, "slow", JobFailure("late"))
+        assert queue.deliver(job_id, "fast", lambda _: "result")
+        with db.session() as session:
+            job = session.get(Job, job_id)
+            assert job is not None
+            assert (job.status, job.result_id, job.progress) == ("DELIVERED", "result", 100)
+    finally:
+        db.dispose()
+
+
+def test_a_job_that_keeps_dying_fails_for_good(database_url: str, tmp_path: Path) -> None:
+    db, queue = queue_on(database_url, tmp_path, job_max_attempts=2)
+    try:
+        (job_id,) = add_jobs(db, 1)
+        with db.session() as session:
+            session.execute(update(Job).values(attempts=2, status="IN_PROGRESS"))
+        assert queue.claim("w") is None
+        with db.session() as session:
+            job = session.get(Job, job_id)
+            assert job is not None and job.status == "FAILED"
+            assert "interrupted 2 times" in job.errors[0]["stack"]
+    finally:
+        db.dispose()
+
+
+# -- a restart in the middle of a job ---------------------------------------------------------
+
+
+def test_a_server_killed_mid_job_resumes_it_after_restart(
+    database_url: str, tmp_path: Path, fake_api: StartAPI, processes: list[ServiceProcess]
+) -> None:
+    env = cli_env(database_url, tmp_path / "data", EMBEDDED_WORKERS=1)
+    made = run_cli(env, "add-user", "restart@example.com", "--team", "Restarters")
+    assert made.returncode == 0, made.stderr
+    user = json.loads(made.stdout)
+
+    arrived = threading.Event()
+    hold = threading.Event()
+    calls = Counter[str]()
+
+    def model(request: Received) -> Reply:
+        text = request.json()["documents"][0]["sentences"][0]["text"]
+        calls[text] += 1
+        if text == "Second line" and calls[text] == 1:
+            arrived.set()
+            hold.wait(30)  # the server dies while we hold its request
+        return capitalized_words_model(request)
+
+    api = fake_api(model)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    first = ServiceProcess(env, "serve", "--bind", f"127.0.0.1:{port}", log=tmp_path / "1.log")
+    processes.append(first)
+    first.wait_healthy(url)
+    with httpx.Client(base_url=url, timeout=30) as http:
+        auth = {"Authorization": f"Bearer {user['token']}"}
+        ops = {
+            "query": "mutation($i: CreateProjectInput!) { createProject(input: $i) { id } }",
+            "variables": {
+                "i": {
+                    "name": "R",
+                    "kind": "TOKEN_BASED",
+                    "teamId": user["teamId"],
+                    "documents": [None],
+                }
+            },
+        }
+        created = http.post(
+            "/graphql",
+            data={
+                "operations": json.dumps(ops),
+                "map": json.dumps({"0": ["variables.i.documents.0"]}),
+            },
+            files={"0": ("r.txt", b"First line\nSecond line\nThird line")},
+            headers=auth,
+        ).json()
+        project_job = created["data"]["createProject"]["id"]
+        project_id = wait_for(http, auth, project_job)["resultId"]
+        job_id = auto_label(http, user["token"], "restart@example.com", project_id, api.url)
+        assert arrived.wait(20), "the second batch never reached the model"
+        midway = get_job(http, auth, job_id)
+        assert (midway["status"], midway["progress"]) == ("IN_PROGRESS", 33)
+
+    first.kill()
+    hold.set()
+    second = ServiceProcess(env, "serve", "--bind", f"127.0.0.1:{port}", log=tmp_path / "2.log")
+    processes.append(second)
+    second.wait_healthy(url)
+    with httpx.Client(base_url=url, timeout=30) as http:
+        done = wait_for(http, {"Authorization": f"Bearer {user['token']}"}, job_id, timeout=60)
+        assert (done["status"], done["progress"]) == ("DELIVERED", 100), done
+        project = http.post(
+            "/graphql",
+            json={
+                "query": "query($p: ID!) { getProject(projectId: $p) { documents { importable } } }",
+                "variables": {"p": project_id},
+            },
+            headers={"Authorization": f"Bearer {user['token']}"},
+        ).json()["data"]["getProject"]
+    labels = project["documents"][0]["importable"]["labels"]
+    # The answered batch was skipped, the interrupted one redone: one label per line, no twins.
+    assert sorted(label["startCellLine"] for label in labels) == [0, 1, 2]
+    assert calls == {"First line": 1, "Second line": 2, "Third line": 1}
+
+
+def get_job(http: httpx.Client, auth: dict[str, str], job_id: str) -> dict[str, Any]:
+    result = http.post(
+        "/graphql",
+        json={
+            "query": "query($j: String!) { getJob(jobId: $j) { status progress resultId errors { stack } } }",
+            "variables": {"j": job_id},
+        },
+        headers=auth,
+    ).json()
+    return dict(result["data"]["getJob"])
+
+
+def wait_for(
+    http: httpx.Client, auth: dict[str, str], job_id: str, timeout: float = 30
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while (job := get_job(http, auth, job_id))["status"] not in ("DELIVERED", "FAILED"):
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+    return job
+
+
+# -- workers as separate processes ------------------------------------------------------------
+
+
+def test_worker_processes_share_the_queue_and_never_take_the_same_job(
+    make_server: Callable[..., LabelingServer],
+    database_url: str,
+    backend: str,
+    tmp_path: Path,
+    fake_api: StartAPI,
+    processes: list[ServiceProcess],
+) -> None:
+    if backend != "postgresql":
+        pytest.skip("scale-out workers run against PostgreSQL")
+    server = make_server(embedded_workers=0)  # the API only: the workers below do the jobs
+    user = server.user("Scale")
+    projects = [server.create_project(user.token, f"P{i}", "TOKEN_BASED", [("a.txt", b"Hello")],
+                                      teamId=user.team_id) for i in range(12)]  # fmt: skip
+    env = cli_env(database_url, tmp_path / "data")
+    for index in range(2):
+        worker = ServiceProcess(env, "worker", "--concurrency", "3", log=tmp_path / f"w{index}.log")
+        processes.append(worker)
+    project_ids = [
+        server.wait_job(user.token, p["data"]["createProject"]["id"], timeout=60)["resultId"]
+        for p in projects
+    ]
+
+    def slow_model(request: Received) -> Reply:
+        time.sleep(0.2)
+        return capitalized_words_model(request)
+
+    api = fake_api(slow_model)
+    job_ids = [auto_label(server.http, user.token, user.email, pid, api.url) for pid in project_ids]
+    for job_id in job_ids:
+        assert server.wait_job(user.token, job_id, timeout=60)["status"] == "DELIVERED"
+    # Each project's only batch reached the model exactly once.
+    assert sorted(r.json()["id"] for r in api.received) == sorted(project_ids)
+    with server.db.engine.connect() as connection:
+        attempts = connection.exec_driver_sql("SELECT attempts FROM jobs").scalars().all()
+    assert set(attempts) == {1}
+    # Both processes did part of the work (the model is slow enough for them to overlap).
+    for index in range(2):
+        assert "runs job AutoLabelQueue:" in (tmp_path / f"w{index}.log").read_text()
+    for worker in processes:
+        assert worker.terminate() == 0
