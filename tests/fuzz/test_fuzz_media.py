@@ -7,7 +7,6 @@ spliced-in run of bytes.
 
 from __future__ import annotations
 
-import functools
 import io
 import struct
 import tempfile
@@ -16,11 +15,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from fuzzing import AUDIO_FORMATS, IMAGE_FORMATS, MAGIC, damaged_files, known_bug, valid_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from extractor import samples
 from extractor.errors import ExtractorError, UnsupportedMedia
 from extractor.media import MediaKind, PdfPages, decode_audio, image_pages, sniff
 
@@ -28,54 +27,14 @@ MAX_PAGES = 4
 MAX_SECONDS = 30.0  # seconds: short, so a header claiming hours is refused before decoding
 PDF_DPI = 36  # renders stay tiny; what is tested is that damage never escapes as a crash
 
-MAGIC = {
-    "png": b"\x89PNG\r\n\x1a\n",
-    "jpeg": b"\xff\xd8\xff",
-    "tiff": b"II*\x00",
-    "bmp": b"BM" + bytes(24),
-    "gif": b"GIF89a",
-    "webp": b"RIFF\x00\x00\x00\x00WEBP",
-    "pdf": b"%PDF-1.4\n",
-    "wav": b"RIFF\x24\x00\x00\x00WAVE",
-    "flac": b"fLaC",
-    "mp3": b"ID3",
-    "ogg": b"OggS",
-    "mp4": b"\x00\x00\x00\x18ftyp",
-    "webm": b"\x1a\x45\xdf\xa3",
-    "mpeg": b"\xff\xfb\x90\x00",
-}
-
 # Decoders warn about what they repair in damaged files (Pillow: "Corrupt EXIF data"); the
 # outcome is what is tested here.
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-IMAGE_FORMATS = {"png": "L", "jpeg": "L", "bmp": "L", "gif": "L", "webp": "RGB"}  # and mode
-AUDIO_FORMATS = ("flac", "mp3", "ogg", "webm", "m4a")  # re-encoded from the espeak WAV
 
 FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-
-
-@functools.cache
-def valid_files() -> dict[str, bytes]:
-    """One small real file per container the service reads, made once."""
-    page = samples.text_page(["Fuzz 42"], size=(160, 48), font_size=20, margin=8)
-    second = samples.text_page(["two"], size=(120, 40), font_size=20, margin=8)
-    files = {
-        fmt: samples.encode_image(page.image.convert(mode), fmt.upper())
-        for fmt, mode in IMAGE_FORMATS.items()
-    }
-    files["tiff"] = samples.multipage_tiff([page, second])
-    files["pdf"] = samples.pdf([page, second], dpi=72)
-    if samples.have_espeak():
-        wav = samples.speech_wav("hi there")
-        files["wav"] = wav
-        pcm, rate = samples.decode_wav(wav)
-        for fmt in AUDIO_FORMATS:
-            files[fmt] = samples.encode_audio(pcm, rate, fmt)
-    return files
 
 
 @contextmanager
@@ -106,18 +65,6 @@ def decode(data: bytes) -> None:
             image_pages(path, workdir, MAX_PAGES)
 
 
-def known_bug(error: Exception) -> bool:
-    """Crashes already reported to the lead, each reproduced by a strict xfail test below.
-
-    The properties pass over exactly these so they keep guarding everything else; when a fix
-    lands its xfail test passes, fails as strict, and the entry here goes with the marker.
-    """
-    message = str(error)
-    return (isinstance(error, AttributeError) and "no attribute 'channels'" in message) or (
-        isinstance(error, TypeError) and message == "Missing dimensions"
-    )
-
-
 def assert_client_error_only(run: Callable[[], object]) -> None:
     """``run`` returns, or raises an ``ExtractorError`` with a 4xx status: nothing else."""
     try:
@@ -127,32 +74,6 @@ def assert_client_error_only(run: Callable[[], object]) -> None:
     except Exception as error:
         if not known_bug(error):
             raise
-
-
-@st.composite
-def damaged(draw: st.DrawFn, original: bytes) -> bytes:
-    """``original`` truncated, with bytes flipped, or with a run of bytes spliced in."""
-    data = bytearray(original)
-    damage = draw(st.sampled_from(["truncate", "flip", "splice", "all"]))
-    if damage in ("flip", "all"):
-        # Headers hold the sizes and offsets decoders trust: damage near the start is favoured.
-        window = draw(st.sampled_from([64, 512, len(data)]))
-        for _ in range(draw(st.integers(1, 8))):
-            at = draw(st.integers(0, min(window, len(data)) - 1))
-            data[at] ^= draw(st.integers(1, 255))
-    if damage in ("splice", "all"):
-        at = draw(st.integers(0, len(data)))
-        data[at:at] = draw(st.binary(min_size=1, max_size=64))
-    if damage in ("truncate", "all"):
-        data = data[: draw(st.integers(1, len(data)))]
-    return bytes(data)
-
-
-def damaged_files() -> st.SearchStrategy[tuple[str, bytes]]:
-    files = valid_files()
-    return st.sampled_from(sorted(files)).flatmap(
-        lambda name: st.tuples(st.just(name), damaged(files[name]))
-    )
 
 
 @settings(FUZZ, max_examples=500)
