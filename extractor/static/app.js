@@ -21,8 +21,8 @@ const els = {
   downloadText: document.getElementById("download-text"),
 };
 
-// What is on screen: the file, its object URLs (revoked when replaced), the reply and its text.
-const shown = { file: null, urls: [], document: null, text: "", json: "" };
+// What is on screen: object URLs (revoked when replaced), the reply as JSON text, and its text.
+const shown = { urls: [], json: "", text: "" };
 let inFlight = null; // AbortController of the running upload, so a new file cancels the old one
 let generation = 0; // counts uploads: a reply that arrives after a newer file was chosen is dropped
 let pendingFile = null; // the file waiting for an access token after a 401
@@ -97,7 +97,7 @@ function objectURL(blob) {
 
 function clearResult() {
   for (const url of shown.urls) URL.revokeObjectURL(url);
-  Object.assign(shown, { file: null, urls: [], document: null, text: "", json: "" });
+  Object.assign(shown, { urls: [], json: "", text: "" });
   els.viewer.replaceChildren();
   els.lines.replaceChildren();
   els.json.textContent = "";
@@ -126,7 +126,7 @@ async function extract(file) {
   const headers = { Accept: "application/json" };
   if (token) headers.Authorization = `Bearer ${token}`;
 
-  setState("busy", `Reading ${file.name} (${formatBytes(file.size)})…`);
+  setState("busy", `Extracting text from ${file.name} (${formatBytes(file.size)})…`);
   const started = performance.now();
   let response;
   let body;
@@ -158,14 +158,18 @@ async function extract(file) {
     els.auth.hidden = false;
     setState("auth", token ? "That access token was refused; check it and send again."
                            : "This server needs an access token; enter it and send again.");
-    if (token) showError("Access token refused", parsed?.error?.message || "401 Unauthorized", parsed?.error?.code);
+    if (token) {
+      const error = parsed?.error;
+      showError("Access token refused", error?.message || "401 Unauthorized", error?.code);
+    }
     els.token.focus();
     return;
   }
-  if (!response.ok || !parsed || parsed.error) {
+  if (!response.ok || !Array.isArray(parsed?.cells)) {
     const error = parsed?.error;
     const retry = response.headers.get("Retry-After");
     let message = error?.message || `${response.status} ${response.statusText}`.trim();
+    if (response.ok) message = "The reply is not the Importable JSON this page expects.";
     if (retry) message += ` Try again in ${retry} s.`;
     setState("error", `${file.name}: the server answered ${response.status}.`);
     showError(`Could not extract text from ${file.name}`, message, error?.code);
@@ -183,8 +187,6 @@ async function show(file, doc, seconds, run) {
     return;
   }
   if (image) shown.urls.push(image.src);
-  shown.file = file;
-  shown.document = doc;
   shown.text = textOf(doc);
   shown.json = `${JSON.stringify(doc, null, 2)}\n`;
   els.json.textContent = shown.json;

@@ -50,7 +50,8 @@ SECOND_SPEAKER = "I am fine, thank you very much."
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     """The real thing: ``extractor serve`` under gunicorn on a free loopback port."""
-    url, process = support.start_server("--workers", "1")
+    # A secret in the developer's environment would turn every upload into a 401 here.
+    url, process = support.start_server("--workers", "1", env={"EXTRACTOR_SECRET": ""})
     try:
         yield url
     finally:
@@ -93,13 +94,20 @@ def set_viewport(driver: WebDriver, width: int, height: int) -> None:
 
 
 @pytest.fixture
-def page(browser: WebDriver, server: str) -> WebDriver:
-    """The page freshly loaded at 1280x800, with the request log emptied."""
+def page(browser: WebDriver, server: str) -> Iterator[WebDriver]:
+    """The page freshly loaded at 1280x800; afterwards, the console must hold no script error."""
     browser.get(server + "/")
     set_viewport(browser, 1280, 800)
-    WebDriverWait(browser, 10).until(lambda d: d.find_element(By.ID, "app"))
     browser.get_log("performance")
-    return browser
+    browser.get_log("browser")
+    yield browser
+    errors = [
+        entry["message"]
+        for entry in browser.get_log("browser")
+        # A 4xx reply is logged by Chromium itself; the page is expected to explain it.
+        if entry["level"] == "SEVERE" and "Failed to load resource" not in entry["message"]
+    ]
+    assert errors == [], "the page logged script errors"
 
 
 # -- helpers -------------------------------------------------------------------------------
