@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-SCHEMAS_DIR = Path(__file__).resolve().parent.parent / "schemas"
+from .schemas import SCHEMAS_DIR
+
 OPENAPI_FILE = SCHEMAS_DIR / "extractor.openapi.yaml"
 
 
