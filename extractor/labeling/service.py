@@ -301,7 +301,11 @@ class LabelingService:
         return view
 
     def auto_label(self, caller: Caller, fields: dict[str, Any]) -> dict[str, Any]:
-        """Queue auto-labeling of a token-based team project; returns at once, IN_PROGRESS."""
+        """Queue auto-labeling of a team project; returns at once, IN_PROGRESS.
+
+        Every project kind is token-based here: OCR and AUDIO documents have cells and tokens
+        too, so their lines can be sent to a model and labeled with SPANs like text files.
+        """
         options = fields["options"]
         provider = options.get("serviceProvider") or "CUSTOM"
         if provider != "CUSTOM":
@@ -318,10 +322,6 @@ class LabelingService:
             project = session.get(Project, str(fields["projectId"]))
             if project is None or not self._can_see(caller, project):
                 raise NotFoundError("Project not found")
-            if project.kind != "TOKEN_BASED":
-                raise UserInputError(
-                    f"Only TOKEN_BASED projects can be auto-labeled, not {project.kind}"
-                )
             if project.team_id is None:
                 raise ForbiddenError("Auto-labeling with a custom model is for team projects only")
             is_member = session.scalar(
