@@ -189,15 +189,39 @@ def _log_request(response: Response) -> Response:
     return response
 
 
-def _extractor_error(error: ExtractorError) -> tuple[Response, int, dict[str, str]]:
+def _finish_unread_body(response: Response) -> Response:
+    """Consume an upload that a refusal (401, 406, ...) answered before reading.
+
+    Closing a socket with unread data makes the kernel send a reset, which can destroy the
+    reply before the client reads it, and a kept-alive connection would be left mid-body. So
+    the rest of the body is read and dropped (it is within the upload limit); only a body over
+    that limit is not read, and that connection is closed instead.
+    """
+    if request.method != "POST" or "files" in request.__dict__:
+        return response
+    if response.status_code == 413:
+        response.headers["Connection"] = "close"
+        return response
+    try:
+        while request.stream.read(64 * 1024):
+            pass
+    except (OSError, HTTPException):
+        response.headers["Connection"] = "close"
+    return response
+
+
+def _extractor_error(error: ExtractorError) -> Response:
     if error.status >= 500:
         log.error("extraction failed", exc_info=error, extra={"request_id": g.get("request_id")})
     else:
         g.log_fields["error"] = error.code
-    return jsonify(error.to_json()), error.status, error.headers
+    response = jsonify(error.to_json())
+    response.status_code = error.status
+    response.headers.update(error.headers)
+    return _finish_unread_body(response)
 
 
-def _http_error(error: HTTPException) -> tuple[Response, int]:
+def _http_error(error: HTTPException) -> Response:
     status = error.code or 500
     code = (error.name or "error").lower().replace(" ", "_")
     message = error.description or error.name
@@ -210,6 +234,7 @@ def _http_error(error: HTTPException) -> tuple[Response, int]:
         log.error("unhandled error", exc_info=original or error)
         message = "internal error; see the server log for the request id"
     response = jsonify({"error": {"code": code, "message": message}})
-    if error.code == 405 and hasattr(error, "valid_methods") and error.valid_methods:
-        response.headers["Allow"] = ", ".join(error.valid_methods)
-    return response, status
+    response.status_code = status
+    if error.code == 405 and getattr(error, "valid_methods", None):
+        response.headers["Allow"] = ", ".join(error.valid_methods)  # type: ignore[attr-defined]
+    return _finish_unread_body(response)

@@ -89,7 +89,9 @@ def _extract(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from .check import run_check
 
-    return run_check(args.url, secret=args.secret, kind=args.kind, as_json=args.json)
+    return run_check(
+        args.url, secret=args.secret, kind=args.kind, as_json=args.json, timeout=args.timeout
+    )
 
 
 def _settings_doc(_args: argparse.Namespace) -> int:
@@ -121,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--secret", default=None, help="sent as 'Authorization: Bearer <secret>'")
     check.add_argument("--kind", choices=("ocr", "audio", "all"), default="all")
     check.add_argument("--json", action="store_true", help="print a JSON report")
+    check.add_argument("--timeout", type=float, default=120.0,
+                       help="seconds to wait for each reply [default: 120]")  # fmt: skip
     check.set_defaults(run=_check)
 
     settings = sub.add_parser("settings", help="print the Markdown table of every setting")

@@ -109,3 +109,12 @@ def test_each_request_is_one_structured_log_line(
     entry = mine[0]
     assert entry["status"] == 200 and entry["kind"] == "image" and entry["format"] == "json"
     assert {"decode", "engine", "render"} <= set(entry["stages"])
+
+
+def test_a_refused_upload_does_not_poison_a_kept_alive_connection(server: str) -> None:
+    """A 401 before the body is read closes the connection instead of leaving it unusable."""
+    big = b"\x89PNG\r\n\x1a\n" + b"\x00" * 2_000_000
+    with httpx.Client(timeout=60) as client:
+        for _ in range(3):
+            reply = client.post(server + "/extract", files={"upload": ("a.png", big)})
+            assert reply.status_code == 401
