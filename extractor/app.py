@@ -124,7 +124,9 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
 
     @app.get("/")
     def index() -> Response:
-        return Response((STATIC_DIR / "index.html").read_bytes(), content_type="text/html")
+        return Response(
+            (STATIC_DIR / "index.html").read_bytes(), content_type="text/html; charset=utf-8"
+        )
 
     @app.get("/static/<path:name>")
     def static_file(name: str) -> Response:
