@@ -6,6 +6,7 @@ Nothing here knows HTTP: the web layer and the ``extract`` command both call
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 import time
@@ -80,7 +81,7 @@ class EngineGate:
                     headers={"Retry-After": "5"},
                 )
             self._pending += 1
-        future = self._executor.submit(job)
+        future = self._executor.submit(_then_trim_heap, job)
         future.add_done_callback(self._release)
         try:
             return future.result(timeout=max(deadline - time.monotonic(), 0))
@@ -95,6 +96,31 @@ class EngineGate:
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _load_trim() -> Callable[[int], object] | None:
+    try:
+        trim: Callable[[int], object] = ctypes.CDLL("libc.so.6").malloc_trim
+        return trim
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        return None
+
+
+_MALLOC_TRIM = _load_trim()
+
+
+def _then_trim_heap(job: Callable[[], T]) -> T:
+    """Run ``job``, then hand the heap's free pages back to the system.
+
+    An extraction's buffers (decoded audio, CTranslate2's working memory, page images) are
+    freed afterwards but glibc keeps the pages: measured ~30 MB of a worker's RSS per
+    transcription that ``malloc_trim`` returns in a millisecond or two.
+    """
+    try:
+        return job()
+    finally:
+        if _MALLOC_TRIM is not None:
+            _MALLOC_TRIM(0)
 
 
 class Extractor:
