@@ -129,9 +129,19 @@ def serve(settings: LabelingSettings, bind: str, workers: int, threads: int) -> 
             "timeout": 120,
             "graceful_timeout": 30,
             "accesslog": "-",
+            "worker_exit": _release_jobs,
         },
     )
     return 0
+
+
+def _release_jobs(_server: Any, worker: Any) -> None:
+    """gunicorn hook: a worker stopping gracefully hands its jobs back instead of letting
+    their leases run out, so another process resumes them at once."""
+    app = getattr(worker, "wsgi", None)
+    state = getattr(app, "extensions", {}).get("labeling") if app is not None else None
+    if state is not None:
+        state.close()
 
 
 if __name__ == "__main__":

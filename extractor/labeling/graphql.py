@@ -111,7 +111,7 @@ def resolve_auto_label(_: Any, info: GraphQLResolveInfo, input: dict[str, Any]) 
     return service.auto_label(caller, input)
 
 
-class RequestErrorLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+class RequestErrorLog(logging.LoggerAdapter[logging.Logger]):
     """Ariadne logs every GraphQL error with a traceback; ours are expected, so DEBUG, no stack.
 
     Unexpected exceptions are logged, with their stack, by :func:`format_error`.

@@ -18,9 +18,10 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from functools import partial
+from typing import Any, Protocol, cast
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import CursorResult, or_, select, update
 from sqlalchemy.orm import Session
 
 from extractor.labeling.config import LabelingSettings
@@ -121,7 +122,8 @@ class JobQueue:
                 if candidate.attempts >= self.settings.job_max_attempts:
                     self._give_up(session, candidate.id, candidate.attempts, now)
                     continue
-                taken = session.execute(
+                taken = _rows(
+                    session,
                     update(Job)
                     .where(Job.id == candidate.id, Job.status.in_(RUNNABLE), free)
                     .values(
@@ -131,7 +133,7 @@ class JobQueue:
                         heartbeat_at=now,
                         attempts=Job.attempts + 1,
                     )
-                    .execution_options(synchronize_session=False)
+                    .execution_options(synchronize_session=False),
                 )
                 if taken.rowcount != 1:
                     return None
@@ -168,10 +170,11 @@ class JobQueue:
         """Extend the lease; False when it is no longer ours."""
         now = utcnow()
         with self.db.session() as session:
-            result = session.execute(
+            result = _rows(
+                session,
                 update(Job)
                 .where(self._owned(job_id, worker_id))
-                .values(locked_until=now + self.lease, heartbeat_at=now)
+                .values(locked_until=now + self.lease, heartbeat_at=now),
             )
             return result.rowcount == 1
 
@@ -184,8 +187,8 @@ class JobQueue:
             values: dict[str, Any] = {"progress": progress, "updated_at": now}
             if checkpoint is not None:
                 values["checkpoint"] = checkpoint
-            result = session.execute(
-                update(Job).where(self._owned(job_id, worker_id)).values(**values)
+            result = _rows(
+                session, update(Job).where(self._owned(job_id, worker_id)).values(**values)
             )
             return result.rowcount == 1
 
@@ -237,6 +240,11 @@ class JobQueue:
                 .where(self._owned(job_id, worker_id))
                 .values(locked_by=None, locked_until=None, attempts=Job.attempts - 1)
             )
+
+
+def _rows(session: Session, statement: Any) -> CursorResult[Any]:
+    """Execute a DML statement; its result has the ``rowcount`` lease checks rely on."""
+    return cast(CursorResult[Any], session.execute(statement))
 
 
 def scrub(payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -382,17 +390,17 @@ class WorkerPool:
             except JobInterrupted as exc:
                 log.info("job %s interrupted: %s", job.id, exc)
                 if not run.lease_lost:
-                    self._settle(lambda: self.queue.release(job.id, worker_id))
+                    self._settle(partial(self.queue.release, job.id, worker_id))
             except JobFailure as failure:
                 log.info("job %s failed: %s", job.id, failure.message)
-                self._settle(lambda: self.queue.fail(job.id, worker_id, failure))
+                self._settle(partial(self.queue.fail, job.id, worker_id, failure))
             except StorageError:
                 # The database is away: leave the lease to expire so the job is retried.
                 log.exception("job %s could not be stored; it will be retried", job.id)
             except Exception:
                 log.exception("job %s crashed", job.id)
-                failure = JobFailure("internal error while running the job (see the server log)")
-                self._settle(lambda: self.queue.fail(job.id, worker_id, failure))
+                crash = JobFailure("internal error while running the job (see the server log)")
+                self._settle(partial(self.queue.fail, job.id, worker_id, crash))
 
     @staticmethod
     def _settle(action: Callable[[], object]) -> None:

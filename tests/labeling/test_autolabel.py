@@ -156,15 +156,21 @@ def test_progress_moves_per_batch(server: LabelingServer, fake_api: StartAPI) ->
 
     model = fake_api(gated)
     job = start_auto_label(server, user, project_id, model.url, per_request=1)
-    seen = [server.job(user.token, job["id"])]
+
+    def current() -> dict[str, Any]:
+        job_now = server.job(user.token, job["id"])
+        assert job_now is not None
+        return job_now
+
+    seen = [current()]
     for _ in range(3):
         before = seen[-1]["progress"]
         gate.release()
         deadline = time.monotonic() + 10
-        while server.job(user.token, job["id"])["progress"] == before:
+        while current()["progress"] == before:
             assert time.monotonic() < deadline
             time.sleep(0.02)
-        seen.append(server.job(user.token, job["id"]))
+        seen.append(current())
     assert [(j["status"], j["progress"]) for j in seen] == [
         ("IN_PROGRESS", 0),
         ("IN_PROGRESS", 25),
@@ -277,7 +283,7 @@ def test_a_model_reply_above_the_limit_fails_the_job(make_server: Any, fake_api:
 def test_spans_outside_the_sentence_are_garbage(server: LabelingServer, fake_api: StartAPI) -> None:
     user = server.user("Acme")
     project_id = server.token_project(user, ["John"])
-    bad = {"documents": []}
+    bad: dict[str, Any] = {"documents": []}
 
     def respond(request: Received) -> Reply:
         document = request.json()["documents"][0]
@@ -339,3 +345,20 @@ def test_a_redirect_to_a_refused_address_fails(make_server: Any, fake_api: Start
     done = server.wait_job(user.token, start_auto_label(server, user, project_id, endpoint)["id"])
     assert done["status"] == "FAILED" and "is not allowed" in done["errors"][0]["stack"]
     assert len(outer.received) == 1 and inner.received == []
+
+
+def test_secrets_never_reach_the_log(
+    server: LabelingServer, fake_api: StartAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG")
+    user = server.user("Acme")
+    project_id = server.token_project(user, ["John", "Mary"])
+    model = fake_api(failing_after_first((500, {}, b"no")))
+    done = server.wait_job(
+        user.token, start_auto_label(server, user, project_id, model.url, 1)["id"]
+    )
+    assert done["status"] == "FAILED"
+    assert caplog.text and SECRET not in caplog.text and user.token not in caplog.text
+    with server.db.engine.connect() as connection:
+        payloads = connection.exec_driver_sql("SELECT payload FROM jobs").scalars().all()
+    assert SECRET not in str(payloads)  # a finished job keeps no credential

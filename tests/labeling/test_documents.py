@@ -73,7 +73,7 @@ def test_the_importable_schema_is_valid() -> None:
     importable_validator()  # check_schema runs once at build
 
 
-CELL = {
+CELL: dict[str, Any] = {
     "content": "John works at Abcd Corp.",
     "index": 0,
     "line": 3,

@@ -67,14 +67,15 @@ def uploaded_files(request: Received) -> list[tuple[str | None, str | None, byte
         b"Content-Type: " + request.headers["content-type"].encode() + b"\r\n\r\n" + request.body,
         policy=email.policy.HTTP,
     )
-    return [
-        (
-            part.get_param("name", header="content-disposition"),
-            part.get_filename(),
-            part.get_payload(decode=True),
-        )
-        for part in message.iter_parts()  # type: ignore[attr-defined]
-    ]
+    parts: list[tuple[str | None, str | None, bytes]] = []
+    for part in message.walk():
+        if part.is_multipart():
+            continue
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        assert isinstance(payload, bytes)
+        parts.append((str(name) if name else None, part.get_filename(), payload))
+    return parts
 
 
 def register(server: LabelingServer, user: Any, url: str, purpose: str, secret: str | None) -> str:
