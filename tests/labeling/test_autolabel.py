@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 from conftest import FakeAPI, LabelingServer, Received, Reply, capitalized_words_model, json_reply
 
@@ -362,3 +363,33 @@ def test_secrets_never_reach_the_log(
     with server.db.engine.connect() as connection:
         payloads = connection.exec_driver_sql("SELECT payload FROM jobs").scalars().all()
     assert SECRET not in str(payloads)  # a finished job keeps no credential
+
+
+def test_the_demo_model_checks_the_signature_and_labels(server: LabelingServer) -> None:
+    """The README's toy prediction API works with the service, and only with the right key."""
+    from http.server import ThreadingHTTPServer
+
+    from extractor.labeling.demo_model import make_handler
+
+    model = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(SECRET))
+    threading.Thread(
+        target=model.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
+    try:
+        url = f"http://127.0.0.1:{model.server_port}/predict"
+        user = server.user("Acme")
+        project_id = server.token_project(user, ["Invoice 42 from Acme Corp."])
+        done = server.wait_job(user.token, start_auto_label(server, user, project_id, url)["id"])
+        assert done["status"] == "DELIVERED", done
+        spans = labels_of(server, user, project_id)
+        assert [(s["labelName"], s["startTokenIndex"]) for s in spans] == [
+            ("ENTITY", 0),
+            ("NUMBER", 1),
+            ("ENTITY", 3),
+            ("ENTITY", 4),
+        ]
+        wrong = httpx.post(url, json={"documents": []}, headers={"Authorization": "Bearer x"})
+        assert wrong.status_code == 401
+    finally:
+        model.shutdown()
+        model.server_close()
