@@ -7,6 +7,8 @@ pass over the same already-reported crashes.
 from __future__ import annotations
 
 import functools
+import struct
+import zlib
 
 from hypothesis import strategies as st
 
@@ -89,3 +91,42 @@ def damaged_files() -> st.SearchStrategy[tuple[str, bytes]]:
     return st.sampled_from(sorted(files)).flatmap(
         lambda name: st.tuples(st.just(name), damaged(files[name]))
     )
+
+
+# -- files whose headers claim sizes the content does not have ----------------------------
+
+
+def png_claiming(width: int, height: int, color_type: int = 0) -> bytes:
+    """A PNG whose (CRC-valid) header claims ``width`` x ``height``, over one tiny pixel row."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body) & 0xFFFFFFFF
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)
+    pixels = zlib.compress(b"\x00" + b"\xff" * 4)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    )
+
+
+def pdf_with_media_box(box: str, pages: int = 1) -> bytes:
+    """A minimal PDF of ``pages`` empty pages whose MediaBox is ``box`` (four numbers, or not)."""
+    kids = " ".join(f"{3 + i} 0 R" for i in range(pages))
+    objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>",
+        *[f"<< /Type /Page /Parent 2 0 R /MediaBox [{box}] >>" for _ in range(pages)],
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n{body}\nendobj\n".encode("latin-1", "replace")
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{offset:010d} 00000 n \n".encode() for offset in offsets)
+    out += (
+        f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    )
+    return bytes(out)

@@ -45,6 +45,7 @@ ACCEPT_HEADERS = [
     "*/*",
     "image/png",
 ]
+QUERIES = ["", "?format=text", "?speakers=channels", "?words=true&language=en", "?format=srt"]
 EVERYTHING_ENDED_IN = 60  # seconds a normal request may take after the run: an engine hang
 
 
@@ -90,14 +91,16 @@ def test_any_request_gets_a_documented_reply(case: schemathesis.Case, fuzz_app: 
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
-@given(named=damaged_files(), accept=st.sampled_from(ACCEPT_HEADERS))
+@given(
+    named=damaged_files(), accept=st.sampled_from(ACCEPT_HEADERS), query=st.sampled_from(QUERIES)
+)
 def test_damaged_files_get_a_result_or_a_4xx(
-    named: tuple[str, bytes], accept: str, fuzz_app: Flask, error_log: ErrorLog
+    named: tuple[str, bytes], accept: str, query: str, fuzz_app: Flask, error_log: ErrorLog
 ) -> None:
     name, data = named
     error_log.exceptions.clear()
     reply = fuzz_app.test_client().post(
-        "/extract",
+        "/extract" + query,
         data={"upload": (io.BytesIO(data), f"damaged.{name}")},
         headers={"Accept": accept},
         content_type="multipart/form-data",

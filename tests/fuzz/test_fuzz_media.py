@@ -15,7 +15,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from fuzzing import AUDIO_FORMATS, IMAGE_FORMATS, MAGIC, damaged_files, known_bug, valid_files
+from fuzzing import (
+    AUDIO_FORMATS,
+    IMAGE_FORMATS,
+    MAGIC,
+    damaged_files,
+    known_bug,
+    pdf_with_media_box,
+    png_claiming,
+    valid_files,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -110,6 +119,34 @@ def test_every_valid_file_decodes(name: str) -> None:
 def test_damaged_real_files_are_a_result_or_a_4xx(named: tuple[str, bytes]) -> None:
     _name, data = named
     assert_client_error_only(lambda: decode(data))
+
+
+numbers = st.one_of(
+    st.integers(-(2**31), 2**31).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(str),
+    st.sampled_from(["0", "1e30", "-0", "nan", "inf", "1/0", "", "()"]),
+)
+
+
+@settings(FUZZ, max_examples=300)
+@given(
+    box=st.lists(numbers, min_size=0, max_size=5).map(" ".join),
+    pages=st.integers(1, MAX_PAGES + 1),
+)
+def test_pdf_page_boxes_of_any_size_are_a_result_or_a_4xx(box: str, pages: int) -> None:
+    assert_client_error_only(lambda: decode(pdf_with_media_box(box, pages)))
+
+
+@settings(FUZZ, max_examples=300)
+@given(
+    width=st.integers(0, 2**31 - 1),
+    height=st.integers(0, 2**31 - 1),
+    color_type=st.sampled_from([0, 2, 3, 4, 6, 1, 7]),
+)
+def test_png_headers_claiming_any_size_are_a_result_or_a_4xx(
+    width: int, height: int, color_type: int
+) -> None:
+    assert_client_error_only(lambda: decode(png_claiming(width, height, color_type)))
 
 
 # -- reported bugs, reproduced from bytes built here ----------------------------------------
