@@ -91,6 +91,8 @@ class ExtractorClient:
         what = "the custom extraction API"
         try:
             reply = self.client.post_file(url, filename, data, secret=secret)
+        except ValueError as exc:  # a secret that cannot travel in a header (never quoted)
+            raise JobFailure(f"the secret of {what} cannot be sent in an HTTP header") from exc
         except outbound.OutboundError as exc:
             raise JobFailure(
                 describe(exc, what, url), url=redact_url(url), document=filename
@@ -102,6 +104,8 @@ class ExtractorClient:
         what = "the prediction API"
         try:
             reply = self.client.post_json(url, payload, secret=secret)
+        except ValueError as exc:  # a secret that cannot travel in a header (never quoted)
+            raise JobFailure(f"the secret of {what} cannot be sent in an HTTP header") from exc
         except outbound.OutboundError as exc:
             raise JobFailure(describe(exc, what, url), url=redact_url(url)) from exc
         return self._checked(reply, what, url)

@@ -132,6 +132,7 @@ class JobQueue:
                         locked_until=now + self.lease,
                         heartbeat_at=now,
                         attempts=Job.attempts + 1,
+                        updated_at=now,
                     )
                     .execution_options(synchronize_session=False),
                 )

@@ -68,7 +68,10 @@ class ThrowawayCluster:
     def __init__(self) -> None:
         initdb, pg_ctl = postgres_bin("initdb"), postgres_bin("pg_ctl")
         if not initdb or not pg_ctl:
-            pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+            reason = "PostgreSQL server binaries (initdb, pg_ctl) are not installed"
+            if os.environ.get("EXTRACTOR_TEST_REQUIRE_POSTGRES"):
+                pytest.fail(f"{reason}, and EXTRACTOR_TEST_REQUIRE_POSTGRES is set")
+            pytest.skip(reason)
         self.pg_ctl = pg_ctl
         self.root = Path(tempfile.mkdtemp(prefix="labeling-pg-"))
         self.data = self.root / "data"

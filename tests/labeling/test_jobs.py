@@ -296,3 +296,17 @@ def test_worker_processes_share_the_queue_and_never_take_the_same_job(
         assert "runs job AutoLabelQueue:" in (tmp_path / f"w{index}.log").read_text()
     for worker in processes:
         assert worker.terminate() == 0
+
+
+def test_closing_an_app_leaves_no_thread_behind(database_url: str, tmp_path: Path) -> None:
+    from extractor.labeling.app import create_labeling_app
+
+    def ours() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name.startswith("labeling-worker")]
+
+    before = ours()
+    for _ in range(3):
+        app = create_labeling_app(fast_settings(database_url, tmp_path), start_workers=True)
+        assert len(ours()) == len(before) + 2
+        app.extensions["labeling"].close()
+    assert ours() == before
