@@ -56,7 +56,8 @@ def valid_files() -> dict[str, bytes]:
 
 
 def known_bug(error: BaseException) -> bool:
-    """Crashes already reported to the lead, each reproduced by a strict xfail test below.
+    """Crashes already reported to the lead, each reproduced by a strict xfail test in
+    test_fuzz_media.py.
 
     The properties pass over exactly these so they keep guarding everything else; when a fix
     lands its xfail test passes, fails as strict, and the entry here goes with the marker.
