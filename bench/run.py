@@ -1,0 +1,699 @@
+"""``python -m bench.run``: measure the extractor against bare Tesseract and bare Whisper.
+
+Every comparison is made side by side in this one run (bare and server alternate), reported as
+medians and ratios, and written to ``bench/results.md`` with a latency plot beside it. The
+servers are real ``extractor serve`` processes on loopback, started and always stopped here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from extractor.config import Settings
+
+from .inputs import Inputs, make_inputs
+from .load import LoadResult, Upload, percentile, poll, post, run_load
+from .plot import plot_latency
+from .report import LoadRow, MemoryRow, Report, Row
+from .server import Server, memory_mb
+
+log = logging.getLogger("bench")
+HERE = Path(__file__).resolve().parent
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp"}
+AUDIO_SUFFIXES = {".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".webm", ".aac"}
+SIGNAL_MB_PER_MINUTE = 60 * 16_000 * 4 / 1e6  # decoded audio: 16 kHz mono float32
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much of everything one run does; ``--quick`` shrinks it to a smoke test."""
+
+    ocr_reps: int = 5
+    pdf_reps: int = 3
+    speech_reps: int = 3
+    openai_reps: int = 2
+    sample_reps: int = 3
+    load_seconds: float = 8.0  # per concurrency level and kind
+    concurrency: tuple[int, ...] = (1, 2, 4, 8)
+    memory_first: int = 20
+    memory_total: int = 500
+    health_seconds: float = 6.0
+
+
+QUICK = Plan(
+    ocr_reps=1,
+    pdf_reps=1,
+    speech_reps=1,
+    openai_reps=1,
+    sample_reps=1,
+    load_seconds=1.5,
+    concurrency=(1, 2),
+    memory_first=4,
+    memory_total=12,
+    health_seconds=1.5,
+)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def fmt_s(seconds: float) -> str:
+    return f"{seconds:.2f} s"
+
+
+@contextmanager
+def section(name: str) -> Iterator[None]:
+    """Log how long each part takes, so a slow machine shows where the budget went."""
+    started = time.monotonic()
+    log.info("== %s", name)
+    try:
+        yield
+    finally:
+        log.info("== %s done in %.0f s", name, time.monotonic() - started)
+
+
+def alternate(
+    reps: int, bare: Callable[[], float], ours: Callable[[], float]
+) -> tuple[list[float], list[float]]:
+    """Run bare and server ``reps`` times each, swapping which goes first on every round, so a
+    burst of noise on the machine lands on both sides alike."""
+    bare_times: list[float] = []
+    our_times: list[float] = []
+    for rep in range(reps):
+        order = [(bare, bare_times), (ours, our_times)]
+        for run, sink in order if rep % 2 == 0 else order[::-1]:
+            sink.append(run())
+        log.info(
+            "  round %d/%d: bare %.2f s, server %.2f s",
+            rep + 1,
+            reps,
+            bare_times[-1],
+            our_times[-1],
+        )
+    return bare_times, our_times
+
+
+def ratio_row(
+    report: Report,
+    what: str,
+    bare: list[float],
+    ours: list[float],
+    limit: float | None,
+    baseline_label: str,
+    *,
+    per: int = 1,
+) -> Row:
+    """A summary row of two medians; ``per`` divides both for a per-page figure."""
+    b, o = median(bare) / per, median(ours) / per
+    ratio = o / b if b else float("nan")
+    return report.add(
+        Row(
+            what=f"{what} (median of {len(ours)})",
+            baseline=f"{baseline_label}: {fmt_s(b)}",
+            ours=fmt_s(o),
+            ratio=ratio,
+            target=f"<= {limit:.2f}x" if limit is not None else "reported",
+            met=(ratio <= limit) if limit is not None else None,
+        )
+    )
+
+
+# -- bare baselines -----------------------------------------------------------------------
+
+
+def bare_tesseract(path: Path) -> float:
+    """``tesseract FILE - tsv`` with one OpenMP thread, as the server runs it; seconds."""
+    env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+    started = time.perf_counter()
+    done = subprocess.run(
+        ["tesseract", str(path), "-", "tsv"], env=env, capture_output=True, timeout=300
+    )
+    seconds = time.perf_counter() - started
+    if done.returncode != 0 or b"\t" not in done.stdout:
+        raise RuntimeError(f"bare tesseract failed on {path}: {done.stderr.decode()[:300]}")
+    return seconds
+
+
+class BareFasterWhisper:
+    """faster-whisper's own ``WhisperModel`` with exactly the server's options, on the file."""
+
+    def __init__(self, settings: Settings) -> None:
+        from faster_whisper import WhisperModel
+
+        from extractor.asr.faster import bundled_model_dir
+
+        self.settings = settings
+        self.model = WhisperModel(
+            settings.asr_model or str(bundled_model_dir()),
+            device="cpu",
+            compute_type=settings.asr_compute_type,
+            cpu_threads=settings.asr_threads,
+            num_workers=1,
+        )
+
+    def __call__(self, path: Path) -> float:
+        started = time.perf_counter()
+        segments, _info = self.model.transcribe(
+            str(path),
+            language="en",
+            beam_size=self.settings.asr_beam_size,
+            vad_filter=self.settings.asr_vad,
+        )
+        text = " ".join(s.text for s in segments)  # segments are lazy: this does the work
+        seconds = time.perf_counter() - started
+        if not text.strip() and "silence" not in path.name:
+            log.warning("bare faster-whisper heard nothing in %s", path.name)
+        return seconds
+
+
+class BareOpenAIWhisper:
+    """openai-whisper through the extractor's engine class (the same checkpoint, Silero VAD and
+    decode options as the server), on the same file decoded the same way, in this process."""
+
+    def __init__(self, settings: Settings) -> None:
+        from extractor.asr import ENGINES
+
+        self.settings = settings
+        self.engine = ENGINES["openai-whisper"](
+            settings.asr_model,
+            settings.asr_threads,
+            settings.asr_compute_type,
+            settings.model_cache_dir,
+        )
+        self.engine.load()
+
+    def __call__(self, path: Path) -> float:
+        from extractor.asr import TranscribeOptions
+        from extractor.media import decode_audio
+
+        started = time.perf_counter()
+        audio = decode_audio(path, max_seconds=self.settings.max_audio_seconds).mono()
+        options = TranscribeOptions(
+            language=self.settings.asr_language,
+            beam_size=self.settings.asr_beam_size,
+            vad=self.settings.asr_vad,
+        )
+        self.engine.transcribe(audio, options)
+        return time.perf_counter() - started
+
+
+# -- the server side ----------------------------------------------------------------------
+
+
+class Client:
+    """Timed uploads to one server, each reply checked so a failure is never timed as a result."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self._uploads: dict[Path, Upload] = {}
+
+    def upload(self, path: Path) -> Upload:
+        if path not in self._uploads:
+            self._uploads[path] = Upload.of(path)
+        return self._uploads[path]
+
+    def timed(self, path: Path, expect: bytes | None = None) -> float:
+        reply = post(self.server.host, self.server.port, self.upload(path), timeout=900)
+        if not reply.ok:
+            raise RuntimeError(
+                f"POST {path.name}: status {reply.status} {reply.error or reply.body[:300]!r}"
+            )
+        if expect is not None and expect not in reply.body.lower():
+            raise RuntimeError(f"POST {path.name}: {expect!r} not in the reply")
+        return reply.seconds
+
+
+def worker_memory(server: Server, field: str = "VmRSS") -> list[float]:
+    return [memory_mb(pid, field) for pid in server.worker_pids()]
+
+
+# -- the sections -------------------------------------------------------------------------
+
+
+class Bench:
+    """One run: inputs, servers and the report they fill."""
+
+    def __init__(self, plan: Plan, inputs: Inputs, work: Path, report: Report) -> None:
+        self.plan = plan
+        self.inputs = inputs
+        self.work = work
+        self.report = report
+        self.defaults = Settings.load(environ={})
+        self.workers = self.defaults.worker_count
+
+    def default_server(self, samples: Path | None) -> None:
+        """Everything measured on a server with default settings."""
+        server = Server(log_dir=self.work, name="default")
+        with server:
+            ready = server.wait_ready(self.workers)
+            log.info("default server ready in %.1f s with %d workers", ready, self.workers)
+            client = Client(server)
+            idle = worker_memory(server)
+            self.report.memory.append(MemoryRow("default engine, ready, before any request", idle))
+            self.memory(server)
+            self.ocr(client)
+            self.speech(client)
+            self.throughput(server, client)
+            self.health_under_load(server, client)
+            self.long_audio(server, client)
+            if samples is not None:
+                self.real_samples(client, samples)
+            peak = worker_memory(server, "VmHWM")
+            self.report.memory.append(
+                MemoryRow("default engine, peak over the whole run (VmHWM)", peak)
+            )
+            self.report.add(
+                Row(
+                    "Peak RSS of a default-engine (faster-whisper) worker over the run",
+                    "—",
+                    f"{max(peak):.0f} MB",
+                    None,
+                    "<= 250 MB",
+                    max(peak) <= 250,
+                )
+            )
+
+    def memory(self, server: Server) -> None:
+        with section(
+            f"memory: RSS after {self.plan.memory_first} and {self.plan.memory_total} mixed requests"
+        ):
+            i = self.inputs
+            mix = [Upload.of(p) for p in (i.tiny_page, i.speech_short, i.tiny_pdf, i.silence)]
+            clients = 2 * self.workers
+            first = run_load(
+                server.host, server.port, mix, clients, total=self.plan.memory_first, deadline=300
+            )
+            after_first = worker_memory(server)
+            rest = self.plan.memory_total - self.plan.memory_first
+            second = run_load(server.host, server.port, mix, clients, total=rest, deadline=400)
+            after_all = worker_memory(server)
+            failed = first.failed + second.failed
+            self.report.memory.append(
+                MemoryRow(f"after {self.plan.memory_first} mixed requests", after_first)
+            )
+            self.report.memory.append(
+                MemoryRow(f"after {self.plan.memory_total} mixed requests", after_all)
+            )
+            growth = max(b / a for a, b in zip(after_first, after_all, strict=False))
+            sent = len(first.replies) + len(second.replies)
+            self.report.add(
+                Row(
+                    f"RSS per worker after {self.plan.memory_total} vs after {self.plan.memory_first}"
+                    " requests (PNG, WAV, PDF, silence mixed; worst worker)",
+                    f"after {self.plan.memory_first}: {max(after_first):.0f} MB",
+                    f"after {self.plan.memory_total}: {max(after_all):.0f} MB"
+                    + (f"; {failed} of {sent} failed" if failed else ""),
+                    growth,
+                    "<= 1.10x",
+                    growth <= 1.10 and failed == 0 and sent == self.plan.memory_total,
+                )
+            )
+
+    def ocr(self, client: Client) -> None:
+        i = self.inputs
+        with section(f"OCR: A4 page at 300 dpi, {self.plan.ocr_reps} rounds"):
+            bare, ours = alternate(
+                self.plan.ocr_reps,
+                lambda: bare_tesseract(i.a4_page),
+                lambda: client.timed(i.a4_page, b"quick"),
+            )
+            ratio_row(
+                self.report,
+                "OCR overhead: A4 page, 300 dpi, POST /extract (JSON)",
+                bare,
+                ours,
+                1.10,
+                "bare `tesseract FILE - tsv`",
+            )
+        with section(f"OCR: 10-page PDF at 300 dpi, {self.plan.pdf_reps} rounds"):
+            bare, ours = alternate(
+                self.plan.pdf_reps,
+                lambda: sum(bare_tesseract(p) for p in i.pdf_pages),
+                lambda: client.timed(i.pdf, b"quick"),
+            )
+            cores = len(os.sched_getaffinity(0))
+            ratio_row(
+                self.report,
+                f"10-page PDF, POST /extract on an idle server ({cores} cores)",
+                bare,
+                ours,
+                0.65,
+                "10 sequential bare CLI runs on its pages",
+            )
+            ratio_row(
+                self.report, "  the same, per page", bare, ours, None, "bare CLI per page", per=10
+            )
+
+    def speech(self, client: Client) -> None:
+        with section(f"speech: 60 s, faster-whisper, {self.plan.speech_reps} rounds"):
+            bare_engine = BareFasterWhisper(self.defaults)
+            bare_engine(self.inputs.speech_short)  # first call pays one-off set-up
+            path = self.inputs.speech_60s
+            bare, ours = alternate(
+                self.plan.speech_reps, lambda: bare_engine(path), lambda: client.timed(path, b"the")
+            )
+            ratio_row(
+                self.report,
+                "Speech overhead: 60 s, faster-whisper tiny.en int8 (default engine)",
+                bare,
+                ours,
+                1.05,
+                "bare `WhisperModel.transcribe`",
+            )
+            self.rtf_faster = median(bare) / 60
+
+    def throughput(self, server: Server, client: Client) -> None:
+        kinds = [
+            ("OCR: half A4 page, 150 dpi", self.inputs.small_page),
+            ("speech: 12 s clip", self.inputs.speech_clip),
+        ]
+        for kind, path in kinds:
+            results: dict[int, LoadResult] = {}
+            with section(f"throughput: {kind}, {self.plan.concurrency} clients"):
+                client.timed(path)  # warm the page cache and both engines' first-call paths
+                for clients in self.plan.concurrency:
+                    result = run_load(
+                        server.host,
+                        server.port,
+                        [client.upload(path)],
+                        clients,
+                        duration=self.plan.load_seconds,
+                        deadline=240,
+                    )
+                    results[clients] = result
+                    row = LoadRow(
+                        kind,
+                        clients,
+                        len(result.replies),
+                        result.failed,
+                        result.per_second,
+                        result.latency(0.5),
+                        result.latency(0.95),
+                    )
+                    self.report.load.append(row)
+                    log.info(
+                        "  %d clients: %d requests, %d failed, %.2f/s, p50 %.2f s, p95 %.2f s",
+                        clients,
+                        row.requests,
+                        row.failed,
+                        row.per_second,
+                        row.p50,
+                        row.p95,
+                    )
+            self.scale_rows(kind.split(":")[0], results)
+
+    def scale_rows(self, kind: str, results: dict[int, LoadResult]) -> None:
+        one = results.get(1)
+        four = results.get(4) or results[max(results)]
+        most = results[max(results)]
+        if one is None:
+            return
+        scale = four.per_second / one.per_second if one.per_second else float("nan")
+        self.report.add(
+            Row(
+                f"{kind} throughput, {four.clients} clients vs 1 client ({self.workers} workers)",
+                f"1 client: {one.per_second:.2f}/s",
+                f"{four.clients} clients: {four.per_second:.2f}/s",
+                scale,
+                ">= 1.70x",
+                scale >= 1.70,
+            )
+        )
+        # Bounded: no worse than twice a fair queue in which each worker serves its share in turn.
+        bound = 2 * (most.clients / self.workers) * one.latency(0.5)
+        failed = sum(r.failed for r in results.values())
+        self.report.add(
+            Row(
+                f"{kind} p95 latency at {most.clients} clients; failed requests at any concurrency",
+                f"1 client p50: {fmt_s(one.latency(0.5))}",
+                f"p95 {fmt_s(most.latency(0.95))}; {failed} failed",
+                most.latency(0.95) / one.latency(0.5),
+                f"<= {fmt_s(bound)} (2x a fair queue), 0 failed",
+                most.latency(0.95) <= bound and failed == 0,
+            )
+        )
+
+    def health_under_load(self, server: Server, client: Client) -> None:
+        seconds = self.plan.health_seconds
+        with section(f"/healthz while every worker transcribes, {seconds:.0f} s"):
+            idle = [server.get("/healthz")[1] for _ in range(10)]
+            clients = 2 * self.workers
+            import threading
+
+            holder: dict[str, LoadResult] = {}
+            load = threading.Thread(
+                target=lambda: holder.setdefault(
+                    "r",
+                    run_load(
+                        server.host,
+                        server.port,
+                        [client.upload(self.inputs.speech_60s)],
+                        clients,
+                        duration=seconds + 1.5,
+                        deadline=300,
+                    ),
+                ),
+            )
+            load.start()
+            time.sleep(1.5)  # let every worker start decoding
+            busy = poll(server.host, server.port, "/healthz", seconds)
+            load.join()
+            failed = holder["r"].failed if "r" in holder else -1
+            p50 = percentile(busy, 0.5)
+            self.report.add(
+                Row(
+                    f"GET /healthz p50 while {clients} transcriptions run on {self.workers} workers"
+                    f" ({len(busy)} polls)",
+                    f"idle p50: {percentile(idle, 0.5) * 1000:.1f} ms",
+                    f"p50 {p50 * 1000:.1f} ms, p95 {percentile(busy, 0.95) * 1000:.1f} ms,"
+                    f" max {max(busy) * 1000:.0f} ms"
+                    + (f"; {failed} uploads failed" if failed else ""),
+                    None,
+                    "p50 <= 50 ms",
+                    p50 <= 0.050,
+                )
+            )
+
+    def long_audio(self, server: Server, client: Client) -> None:
+        path = self.inputs.speech_10min
+        from extractor.media import decode_audio
+
+        minutes = decode_audio(path, max_seconds=1e5).duration / 60
+        with section(f"long audio: {minutes:.0f} min through the server"):
+            before = worker_memory(server, "VmRSS")
+            reply = post(server.host, server.port, client.upload(path), timeout=900)
+            peak = worker_memory(server, "VmHWM")
+            growth = max(p - b for p, b in zip(peak, before, strict=False))
+            signal = minutes * SIGNAL_MB_PER_MINUTE
+            status = (
+                "ok" if reply.ok else f"status {reply.status} {reply.error or reply.body[:200]!r}"
+            )
+            cells = json.loads(reply.body).get("cells", []) if reply.ok else []
+            self.report.add(
+                Row(
+                    f"Long audio: {minutes:.0f} min of speech, one request (default timeout"
+                    f" {self.defaults.request_timeout:.0f} s)",
+                    f"decoded signal: {signal:.0f} MB",
+                    f"{status} in {fmt_s(reply.seconds)} (RTF {reply.seconds / (minutes * 60):.3f},"
+                    f" {len(cells)} cells); worker peak RSS {max(peak):.0f} MB,"
+                    f" {growth:.0f} MB above its RSS before",
+                    None,
+                    "no timeout; no second full copy of the signal",
+                    reply.ok and growth < 2 * signal + 100,
+                )
+            )
+
+    def real_samples(self, client: Client, folder: Path) -> None:
+        files = sorted(
+            p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES | AUDIO_SUFFIXES
+        )
+        with section(f"samples from {folder}: {len(files)} files"):
+            bare_speech = (
+                BareFasterWhisper(self.defaults)
+                if any(p.suffix.lower() in AUDIO_SUFFIXES for p in files)
+                else None
+            )
+            for path in files:
+                is_audio = path.suffix.lower() in AUDIO_SUFFIXES
+                label = "bare faster-whisper" if is_audio else "bare `tesseract FILE - tsv`"
+                try:
+                    b, o = alternate(
+                        self.plan.sample_reps,
+                        partial(bare_speech, path)
+                        if is_audio and bare_speech
+                        else partial(bare_tesseract, path),
+                        partial(client.timed, path),
+                    )
+                except (RuntimeError, subprocess.SubprocessError) as exc:
+                    self.report.notes.append(f"sample {path.name} skipped: {exc}")
+                    continue
+                ratio_row(self.report, f"sample `{path.name}`", b, o, None, label)
+
+    def queue_bound(self) -> None:
+        """A one-slot worker with no queue: concurrent uploads beyond it must get 503 at once."""
+        with section("queue bound: --workers 1 --threads 4 --queue-size 0"):
+            server = Server(
+                "--workers",
+                "1",
+                "--threads",
+                "4",
+                "--queue-size",
+                "0",
+                log_dir=self.work,
+                name="queue-0",
+            )
+            with server:
+                server.wait_ready(1)
+                upload = Upload.of(self.inputs.speech_60s)
+                result = run_load(server.host, server.port, [upload], 4, total=4, deadline=300)
+            busy = [r for r in result.replies if r.status == 503]
+            with_header = [r for r in busy if r.retry_after]
+            ok = len(result.ok)
+            other = len(result.replies) - ok - len(busy)
+            slowest_503 = max((r.seconds for r in busy), default=float("nan"))
+            self.report.add(
+                Row(
+                    "Beyond the queue bound: 4 concurrent uploads to 1 worker, 1 slot, queue 0",
+                    "—",
+                    f"{ok} answered 200, {len(busy)} got 503 ({len(with_header)} with Retry-After,"
+                    f" slowest 503 in {fmt_s(slowest_503)}), {other} other",
+                    None,
+                    "503 + Retry-After, not a wait",
+                    ok >= 1
+                    and len(busy) >= 1
+                    and len(with_header) == len(busy)
+                    and other == 0
+                    and slowest_503 < 2.0,
+                )
+            )
+
+    def openai(self) -> None:
+        """openai-whisper: server vs the same engine in this process, its RTF and its memory."""
+        reps = self.plan.openai_reps
+        path = self.inputs.speech_60s
+        with section(f"speech: 60 s, openai-whisper, {reps} rounds"):
+            server = Server("--asr-engine", "openai-whisper", log_dir=self.work, name="openai")
+            with server:
+                bare_engine = BareOpenAIWhisper(self.defaults)  # loads while the workers load
+                server.wait_ready(self.workers)
+                client = Client(server)
+                bare, ours = alternate(
+                    reps, lambda: bare_engine(path), lambda: client.timed(path, b"the")
+                )
+                rss = worker_memory(server)
+            ratio_row(
+                self.report,
+                "Speech overhead: 60 s, openai-whisper tiny.en fp32",
+                bare,
+                ours,
+                None,
+                "the same engine in-process",
+            )
+            self.report.memory.append(
+                MemoryRow(f"openai-whisper engine, after {reps} requests of 60 s", rss)
+            )
+            self.report.add(
+                Row(
+                    "RSS of an openai-whisper worker (torch loaded) after its requests",
+                    "—",
+                    f"{max(rss):.0f} MB",
+                    None,
+                    "reported",
+                    None,
+                )
+            )
+            rtf_openai = median(bare) / 60
+            rtf_faster = getattr(self, "rtf_faster", float("nan"))
+            self.report.add(
+                Row(
+                    "Real-time factor (compute s per audio s), 60 s, 1 thread",
+                    f"openai-whisper: {rtf_openai:.3f}",
+                    f"faster-whisper (default): {rtf_faster:.3f}",
+                    rtf_faster / rtf_openai,
+                    "the default is the faster engine (ratio < 1)",
+                    None if math.isnan(rtf_faster) else rtf_faster < rtf_openai,
+                )
+            )
+
+
+def settings_line(settings: Settings) -> str:
+    return (
+        f"defaults: {settings.worker_count} workers (one per core), {settings.threads} threads each,"
+        f" {settings.engine_slots} engine slot, queue {settings.queue_size},"
+        f" {settings.asr_engine} tiny.en {settings.asr_compute_type}, {settings.asr_threads} ASR"
+        f" thread, beam {settings.asr_beam_size}, VAD {'on' if settings.asr_vad else 'off'},"
+        f" OCR {settings.ocr_languages}, PDF at {settings.pdf_dpi} dpi"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
+    parser.add_argument(
+        "--quick", action="store_true", help="one repetition of everything: a smoke run"
+    )
+    parser.add_argument(
+        "--samples", type=Path, default=None, help="also time the real files in this folder"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=HERE, help="where results.md and latency.png go"
+    )
+    parser.add_argument(
+        "--skip-openai", action="store_true", help="leave out the openai-whisper part"
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    # CTranslate2 decodes garbage when this is below its thread count; the bare CLI sets its own.
+    os.environ.pop("OMP_THREAD_LIMIT", None)
+    if shutil.which("tesseract") is None or shutil.which("espeak-ng") is None:
+        log.error("bench needs tesseract and espeak-ng (make install-dev installs both)")
+        return 2
+    plan = QUICK if args.quick else Plan()
+    settings = Settings.load(environ={})
+    report = Report(
+        mode="quick smoke run" if args.quick else "full run", settings=settings_line(settings)
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="extractor-bench-") as tmp:
+        work = Path(tmp)
+        with section("making inputs"):
+            inputs = make_inputs(work / "inputs", quick=args.quick)
+        bench = Bench(plan, inputs, work, report)
+        try:
+            bench.default_server(args.samples)
+            bench.queue_bound()
+            if not args.skip_openai:
+                bench.openai()
+        except Exception as exc:
+            # Keep what was measured: a partial table says more than none.
+            log.exception("benchmark stopped early")
+            report.notes.append(f"the run stopped early: {type(exc).__name__}: {exc}")
+            for log_file in work.glob("server-*.log"):
+                tail = log_file.read_text(errors="replace")[-2000:]
+                log.error("last lines of %s:\n%s", log_file.name, tail)
+        finally:
+            plot = args.out / "latency.png"
+            plotted = bool(report.load) and plot_latency(report.load, plot)
+            results = args.out / "results.md"
+            results.write_text(report.markdown(plot.name if plotted else None))
+    print(results.read_text())
+    return 1 if any("stopped early" in n for n in report.notes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
