@@ -27,7 +27,8 @@ from .importable import to_importable, to_srt, to_text, to_vtt
 from .logs import configure_logging
 from .media import MediaKind, sniff
 from .negotiate import JSON, SRT, TEXT, VTT, choose_format
-from .schemas import SCHEMAS_DIR, importable_validator
+from .openapi import load_openapi
+from .schemas import importable_validator
 from .service import ExtractOptions, Extractor, Timings
 
 log = logging.getLogger("extractor.request")
@@ -117,10 +118,7 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
 
     @app.get("/openapi.json")
     def openapi() -> Response:
-        import yaml
-
-        document = yaml.safe_load((SCHEMAS_DIR / "extractor.openapi.yaml").read_text())
-        return jsonify(document)
+        return jsonify(load_openapi())
 
     @app.get("/")
     def index() -> Response:
@@ -153,7 +151,9 @@ def _extract_options(args: Mapping[str, str]) -> ExtractOptions:
     if speakers not in (None, "channels"):
         raise InvalidParameter(f"speakers must be 'channels' when given, not {speakers!r}")
     language = args.get("language") or None
-    if language is not None and not (language.isalpha() and 2 <= len(language) <= 3):
+    if language is not None and not (
+        language.isascii() and language.isalpha() and 2 <= len(language) <= 3
+    ):
         raise InvalidParameter(f"language must be an ISO 639-1 code such as 'en', not {language!r}")
     words = (args.get("words") or "false").lower()
     if words not in ("true", "false", "1", "0"):

@@ -8,6 +8,7 @@ translated here into ``UnsupportedMedia`` (415) or a ``PayloadTooLarge`` (413).
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import warnings
 from collections.abc import Iterator
@@ -93,7 +94,12 @@ def _pillow_errors(what: str) -> Iterator[None]:
             yield
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
             raise PayloadTooLarge(f"{what} has too many pixels to decode safely: {exc}") from exc
-        except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as exc:
+        except (
+            UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError,
+            # Pillow's parsers also surface corrupt headers as these (fuzzing found a TIFF frame
+            # without dimensions raising TypeError); inside this block they mean a bad file.
+            TypeError, KeyError, IndexError, ZeroDivisionError, struct.error,
+        ) as exc:  # fmt: skip
             raise UnsupportedMedia(f"{what} could not be decoded: {exc}") from exc
 
 
@@ -224,6 +230,8 @@ def decode_audio(path: Path, *, max_seconds: float, keep_channels: bool = False)
             raise AudioTooLong(
                 f"the audio lasts {declared:.0f} s; the limit is {max_seconds:.0f} s"
             )
+        if stream.codec_context is None:  # FFmpeg knows no decoder for this codec tag
+            raise UnsupportedMedia("the audio track uses a codec that cannot be decoded")
         channels = stream.codec_context.channels or 1
         rows = 2 if keep_channels and channels >= 2 else 1
         resampler = av.AudioResampler(

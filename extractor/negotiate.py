@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -54,9 +55,10 @@ def parse_accept(header: str) -> list[MediaRange]:
             name, _, value = param.partition("=")
             if name.strip().lower() == "q":
                 try:
-                    q = min(max(float(value.strip()), 0.0), 1.0)
+                    q = float(value.strip())
                 except ValueError:
                     q = 1.0
+                q = min(max(q, 0.0), 1.0) if math.isfinite(q) else 1.0  # nan, inf: malformed
         ranges.append(MediaRange(kind.strip(), sub.strip(), q, position))
     return ranges
 

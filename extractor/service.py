@@ -22,7 +22,7 @@ import numpy as np
 
 from .asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript
 from .config import Settings
-from .errors import EngineTimeout, ServiceBusy
+from .errors import EngineTimeout, InvalidParameter, ServiceBusy
 from .importable import Document, DocumentKind, Line, Page, Word
 from .media import MediaKind, PageImage, PdfPages, Sniffed, decode_audio, image_pages
 from .ocr import OcrOptions, TesseractEngine
@@ -224,20 +224,28 @@ class Extractor:
         cancel: threading.Event,
     ) -> Document:  # fmt: skip
         by_channel = options.speakers == "channels"
+        language = options.language or self.settings.asr_language
+        if language is not None:
+            self.speech.load()
+            known = self.speech.languages()
+            if language not in known:
+                raise InvalidParameter(
+                    f"language {language!r} is not one this model transcribes"
+                    f" ({', '.join(sorted(known)[:12])}{', ...' if len(known) > 12 else ''})"
+                )
         with timings.stage("decode"):
             audio = decode_audio(
                 path, max_seconds=self.settings.max_audio_seconds, keep_channels=by_channel
             )
         duration_ms = int(audio.duration * 1000)
         transcribe = TranscribeOptions(
-            language=options.language or self.settings.asr_language,
+            language=language,
             beam_size=self.settings.asr_beam_size,
             vad=self.settings.asr_vad,
             word_timestamps=options.word_timestamps,
             cancel=cancel,
         )
         lines: list[Line] = []
-        language = None
         with timings.stage("engine"):
             if by_channel and audio.samples.shape[0] == 2:
                 for channel in range(2):

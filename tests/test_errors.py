@@ -213,3 +213,11 @@ def test_speech_engine_that_hangs_gives_504_and_the_worker_lives_on(
     assert error_of(reply) == (504, "engine_timeout")
     release.set()
     assert post_file(client, png).status_code == 200  # the worker still serves
+
+
+def test_language_the_model_cannot_transcribe_is_400(client: Any) -> None:
+    """tiny.en only knows English: asking for German is the client's error, not a 500."""
+    reply = post_file(client, samples.silence_and_noise(1), query="?language=de")
+    assert error_of(reply) == (400, "invalid_parameter")
+    assert "'de'" in reply.get_json()["error"]["message"]
+    assert post_file(client, samples.silence_and_noise(1), query="?language=en").status_code == 200

@@ -108,11 +108,6 @@ def test_document_paths_are_the_app_routes() -> None:
     assert served == documented
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="app.py still serves the raw YAML (its Importable is a file $ref); the lead switches"
-    " GET /openapi.json to extractor.openapi.load_openapi(), then this marker goes",
-)
 def test_served_document_is_the_yaml_with_files_inlined(client: FlaskClient) -> None:
     reply = client.get("/openapi.json")
     conforms(reply, "/openapi.json", "get")

@@ -55,6 +55,10 @@ class SpeechEngine(Protocol):
     @property
     def loaded(self) -> bool: ...
 
+    def languages(self) -> frozenset[str]:
+        """ISO 639-1 codes the loaded model can transcribe (only "en" for English-only models)."""
+        ...
+
     def transcribe(self, audio: np.ndarray, options: TranscribeOptions) -> Transcript:
         """Transcribe 16 kHz mono float32 samples."""
         ...

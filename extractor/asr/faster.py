@@ -63,6 +63,10 @@ class FasterWhisperEngine:
             ) from exc
         log.info("faster-whisper loaded", extra={"model": self.model_name})
 
+    def languages(self) -> frozenset[str]:
+        self.load()
+        return frozenset(self._model.supported_languages)
+
     @property
     def multilingual(self) -> bool:
         self.load()

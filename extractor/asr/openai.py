@@ -102,6 +102,12 @@ class OpenAIWhisperEngine:
             segments.append(TranscriptSegment(s["start"], s["end"], s["text"], words))
         return Transcript(tuple(segments), result.get("language"))
 
+    def languages(self) -> frozenset[str]:
+        from whisper.tokenizer import LANGUAGES
+
+        self.load()
+        return frozenset(LANGUAGES) if self._model.is_multilingual else frozenset({"en"})
+
     def _default_language(self) -> str | None:
         return None if self._model.is_multilingual else "en"
 

@@ -55,19 +55,6 @@ def valid_files() -> dict[str, bytes]:
     return files
 
 
-def known_bug(error: BaseException) -> bool:
-    """Crashes already reported to the lead, each reproduced by a strict xfail test in
-    test_fuzz_media.py.
-
-    The properties pass over exactly these so they keep guarding everything else; when a fix
-    lands its xfail test passes, fails as strict, and the entry here goes with the marker.
-    """
-    message = str(error)
-    return (isinstance(error, AttributeError) and "no attribute 'channels'" in message) or (
-        isinstance(error, TypeError) and message == "Missing dimensions"
-    )
-
-
 @st.composite
 def damaged(draw: st.DrawFn, original: bytes) -> bytes:
     """``original`` truncated, with bytes flipped, or with a run of bytes spliced in."""

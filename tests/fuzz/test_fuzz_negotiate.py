@@ -64,12 +64,6 @@ def test_choose_format_answers_a_format_or_a_client_error(
     assert audio or not chosen.audio_only, "subtitles are offered for audio only"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="bug reported to the lead: a q of 'nan' parses as NaN, no format ties with it, and"
-    " choose_format's min() of nothing raises ValueError (a 500 from POST /extract)",
-)
 @settings(max_examples=50, deadline=None)
 @given(q=st.sampled_from(NOT_FINITE), audio=st.booleans())
 @example(q="nan", audio=False)
