@@ -50,7 +50,7 @@ class Settings:
         8, "Requests a worker lets wait for an engine slot; beyond it: 503 with Retry-After."
     )
     request_timeout: float = _setting(
-        600.0, "Seconds one extraction may take (queue wait included) before a 504."
+        900.0, "Seconds one extraction may take (queue wait included) before a 504."
     )
     secret: str | None = _setting(
         None, "Shared secret: when set, requests need 'Authorization: Bearer <secret>'."
