@@ -15,6 +15,8 @@ from extractor.labeling import outbound
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.errors import JobFailure
 
+REPLY_EXCERPT = 300  # bytes of an error reply kept in the job's error, for diagnosis
+
 
 def redact_url(url: str) -> str:
     """The URL without user:password and query string, fit for a job error or a log line."""
@@ -69,10 +71,18 @@ def describe(error: outbound.OutboundError, what: str, url: str) -> str:
     if isinstance(error, outbound.OutboundConnectError):
         return f"cannot reach {what} at {where}: {error}"
     if isinstance(error, outbound.OutboundHTTPStatus):
-        return f"{what} at {where} answered an error: {error}"
+        return f"{what} at {where} answered HTTP {error.status}"
     if isinstance(error, outbound.OutboundReplyTooLarge):
         return f"{what} at {where} sent a reply larger than allowed: {error}"
     return f"calling {what} at {where} failed: {error}"
+
+
+def details(error: outbound.OutboundError) -> dict[str, Any]:
+    """Machine-readable facts of an outbound failure for ``JobError.args``."""
+    if isinstance(error, outbound.OutboundHTTPStatus):
+        excerpt = error.body[:REPLY_EXCERPT].decode("utf-8", errors="replace")
+        return {"status": error.status, "reply": excerpt}
+    return {"error": type(error).__name__}
 
 
 class ExtractorClient:
@@ -107,7 +117,7 @@ class ExtractorClient:
         except ValueError as exc:  # a secret that cannot travel in a header (never quoted)
             raise JobFailure(f"the secret of {what} cannot be sent in an HTTP header") from exc
         except outbound.OutboundError as exc:
-            raise JobFailure(describe(exc, what, url), url=redact_url(url)) from exc
+            raise JobFailure(describe(exc, what, url), url=redact_url(url), **details(exc)) from exc
         return self._checked(reply, what, url)
 
     @staticmethod

@@ -203,12 +203,12 @@ def failing_after_first(reply: Reply) -> Callable[[Received], Reply]:
 @pytest.mark.parametrize(
     ("reply", "message"),
     [
-        ((500, {"Content-Type": "text/plain"}, b"boom"), "answered an error"),
+        ((500, {"Content-Type": "text/plain"}, b"boom"), "answered HTTP"),
         ((200, {"Content-Type": "application/json"}, b"<html>garbage"), "not JSON"),
         (json_reply({"documents": "nope"}), "malformed"),
         (json_reply({"documents": [{"id": "other", "labels": []}]}), "did not send"),
         (json_reply({"documents": [{"labels": [{"id": 0, "entities": []}]}]}), "malformed"),
-        ((404, {}, b""), "answered an error"),
+        ((404, {}, b""), "answered HTTP"),
     ],
     ids=["500", "not-json", "wrong-shape", "unknown-document", "missing-id", "404"],
 )

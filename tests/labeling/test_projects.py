@@ -147,8 +147,8 @@ def test_audio_project_from_a_text_extractor_with_speakers(
         ((200, {"Content-Type": "application/json"}, b"{not json"), "invalid JSON"),
         (json_reply({"cells": "wrong"}), "not in the Importable format"),
         (json_reply({**OCR_REPLY, "type": "TIMESTAMP", "pages": [], "labels": []}), "expected"),
-        ((500, {"Content-Type": "text/plain"}, b"crash"), "answered an error"),
-        ((401, {}, b""), "answered an error"),
+        ((500, {"Content-Type": "text/plain"}, b"crash"), "answered HTTP"),
+        ((401, {}, b""), "answered HTTP"),
     ],
     ids=["html", "no-type", "bad-json", "not-importable", "wrong-type", "500", "401"],
 )
