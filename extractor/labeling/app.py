@@ -19,7 +19,12 @@ from extractor.labeling.clients import ExtractorClient
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.db import Database
 from extractor.labeling.errors import LabelingError
-from extractor.labeling.graphql import format_error, labeling_schema, request_error_log
+from extractor.labeling.graphql import (
+    format_error,
+    labeling_schema,
+    reject_nul_characters,
+    request_error_log,
+)
 from extractor.labeling.jobs import JobHandler, JobQueue, WorkerPool
 from extractor.labeling.project_jobs import CreateProjectJob
 from extractor.labeling.service import LabelingService
@@ -139,6 +144,7 @@ def graphql_endpoint() -> tuple[Response, int]:
         error_formatter=format_error,
         debug=False,
         logger=request_error_log,
+        middleware=[reject_nul_characters],
     )
     result = dict(result)
     result.setdefault("data", None)

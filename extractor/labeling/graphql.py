@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -18,7 +19,7 @@ from graphql import GraphQLError, GraphQLResolveInfo, GraphQLSchema
 
 from extractor.labeling.auth import Caller
 from extractor.labeling.documents import schemas_dir
-from extractor.labeling.errors import InternalServerError, LabelingError
+from extractor.labeling.errors import InternalServerError, LabelingError, UserInputError
 from extractor.labeling.service import LabelingService
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,26 @@ def resolve_create_project(
 def resolve_auto_label(_: Any, info: GraphQLResolveInfo, input: dict[str, Any]) -> dict[str, Any]:
     service, caller = _context(info)
     return service.auto_label(caller, input)
+
+
+def has_nul(value: Any) -> bool:
+    """Whether a string anywhere in ``value`` holds U+0000, which PostgreSQL text cannot store."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(key) or has_nul(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return any(has_nul(item) for item in value)
+    return False
+
+
+def reject_nul_characters(
+    resolve: Callable[..., Any], parent: Any, info: GraphQLResolveInfo, **args: Any
+) -> Any:
+    """Middleware: an argument with a NUL character is the client's error on every engine."""
+    if args and has_nul(args):
+        raise UserInputError("Text arguments must not contain NUL (U+0000) characters")
+    return resolve(parent, info, **args)
 
 
 class RequestErrorLog(logging.LoggerAdapter[logging.Logger]):

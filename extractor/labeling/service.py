@@ -104,7 +104,7 @@ def checked_secret(value: str | None, what: str) -> str | None:
 
 def upload_name(upload: Any, position: int) -> str:
     """The uploaded file's own name without any client-side folder, or a made-up one."""
-    raw = getattr(upload, "filename", None) or ""
+    raw = (getattr(upload, "filename", None) or "").replace("\x00", "")
     name = PureWindowsPath(PurePosixPath(raw).name).name.strip()
     return name[:MAX_NAME] or f"document-{position + 1}"
 

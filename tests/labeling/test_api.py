@@ -536,3 +536,12 @@ def test_auto_label_rules(server: LabelingServer) -> None:
     bad_url = auto_label_input(team_project, alice.email)
     bad_url["targetAPI"]["endpoint"] = "file:///etc/passwd"
     assert code_of(run(alice.token, bad_url)) == "BAD_USER_INPUT"
+
+
+def test_nul_characters_are_a_user_error_on_every_engine(server: LabelingServer) -> None:
+    user = server.user()
+    for query, variables in [
+        ("query($id: String!) { getJob(jobId: $id) { id } }", {"id": "a\x00b"}),
+        (CREATE_TAG, {"input": {"name": "x\x00"}}),
+    ]:
+        assert code_of(server.gql(query, variables, token=user.token)) == "BAD_USER_INPUT"
