@@ -545,3 +545,15 @@ def test_nul_characters_are_a_user_error_on_every_engine(server: LabelingServer)
         (CREATE_TAG, {"input": {"name": "x\x00"}}),
     ]:
         assert code_of(server.gql(query, variables, token=user.token)) == "BAD_USER_INPUT"
+
+
+def test_odd_bytes_in_uploads_are_stored_on_every_engine(server: LabelingServer) -> None:
+    user = server.user()
+    started = server.create_project(user.token, "P", "TOKEN_BASED", [("n\x00ul.txt", b"a\x00b c")])
+    job = server.wait_job(user.token, started["data"]["createProject"]["id"])
+    assert job["status"] == "DELIVERED", job
+    project = server.project(user.token, job["resultId"])
+    assert project is not None
+    (document,) = project["documents"]
+    assert "\x00" not in document["name"]
+    assert document["importable"]["cells"][0]["tokens"] == ["a\x00b", "c"]
