@@ -18,7 +18,7 @@ from extractor.labeling.autolabel import AutoLabelJob
 from extractor.labeling.clients import ExtractorClient
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.db import Database
-from extractor.labeling.errors import LabelingError
+from extractor.labeling.errors import InternalServerError, LabelingError
 from extractor.labeling.graphql import (
     format_error,
     labeling_schema,
@@ -125,6 +125,8 @@ def graphql_endpoint() -> tuple[Response, int]:
     try:
         caller = authenticate(state.db, request.headers.get("Authorization"))
     except LabelingError as exc:
+        if isinstance(exc, InternalServerError):
+            log.error("cannot authenticate a request", exc_info=exc)
         return jsonify(error_body(exc.message, exc.code, exc.type)), 200
     try:
         operations = read_operations()

@@ -15,7 +15,7 @@ from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from extractor.labeling.errors import LabelingError, StorageError
+from extractor.labeling.errors import StorageError
 
 log = logging.getLogger(__name__)
 
@@ -127,5 +127,3 @@ def migrate(url: str) -> None:
         engine.dispose()
     log.info("labeling database at head (%s)", make_url(url).render_as_string(hide_password=True))
 
-
-__all__ = ["Database", "LabelingError", "create_db_engine", "migrate"]
