@@ -173,3 +173,9 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
     fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def reset_peak(pid: int) -> None:
+    """Reset VmHWM to the current RSS (Linux: ``5`` into clear_refs), to take a section's peak."""
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
