@@ -126,4 +126,3 @@ def migrate(url: str) -> None:
     finally:
         engine.dispose()
     log.info("labeling database at head (%s)", make_url(url).render_as_string(hide_password=True))
-
