@@ -335,6 +335,19 @@ def test_internal_targets_are_refused_without_a_connection(
     assert done["status"] == "FAILED" and "is not allowed" in done["errors"][0]["stack"]
 
 
+def test_a_name_is_judged_by_the_address_it_resolves_to(
+    make_server: Any, fake_api: StartAPI
+) -> None:
+    server = make_server(outbound_allow="")
+    user = server.user("Acme")
+    project_id = server.token_project(user, ["John"])
+    model = fake_api(capitalized_words_model)
+    endpoint = model.url.replace("127.0.0.1", "localhost")
+    done = server.wait_job(user.token, start_auto_label(server, user, project_id, endpoint)["id"])
+    assert done["status"] == "FAILED" and "loopback" in done["errors"][0]["stack"]
+    assert model.received == []
+
+
 def test_a_redirect_to_a_refused_address_fails(make_server: Any, fake_api: StartAPI) -> None:
     # Only this one port's host is allowed by name; the redirect goes to a literal loopback IP.
     server = make_server(outbound_allow="localhost")

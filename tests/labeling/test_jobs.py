@@ -26,7 +26,7 @@ from conftest import (
     free_port,
     run_cli,
 )
-from sqlalchemy import update
+from sqlalchemy import text, update
 
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.db import Database
@@ -310,3 +310,73 @@ def test_closing_an_app_leaves_no_thread_behind(database_url: str, tmp_path: Pat
         assert len(ours()) == len(before) + 2
         app.extensions["labeling"].close()
     assert ours() == before
+
+
+def test_heartbeats_keep_a_slow_job_with_its_worker(
+    make_server: Callable[..., LabelingServer], fake_api: StartAPI
+) -> None:
+    server = make_server(
+        job_lease_seconds=1.0, job_heartbeat_seconds=0.2, outbound_read_timeout=10.0
+    )
+    user = server.user("Acme")
+    project_id = server.token_project(user, ["John"])
+
+    def slow(request: Received) -> Reply:
+        time.sleep(2.5)  # longer than two leases: only heartbeats keep the job ours
+        return capitalized_words_model(request)
+
+    api = fake_api(slow)
+    job_id = auto_label(server.http, user.token, user.email, project_id, api.url)
+    assert server.wait_job(user.token, job_id)["status"] == "DELIVERED"
+    assert len(api.received) == 1  # the second embedded worker never took it over
+    with server.db.engine.connect() as connection:
+        attempts = connection.execute(
+            text("SELECT attempts FROM jobs WHERE id = :id"), {"id": job_id}
+        ).scalar()
+    assert attempts == 1
+
+
+def test_a_stopping_worker_hands_its_job_over_at_once(
+    make_server: Callable[..., LabelingServer],
+    database_url: str,
+    tmp_path: Path,
+    fake_api: StartAPI,
+    processes: list[ServiceProcess],
+) -> None:
+    # A long lease: the job can only move this fast if the stopping worker releases it.
+    server = make_server(embedded_workers=0, job_lease_seconds=120.0)
+    user = server.user("Acme")
+    env = cli_env(database_url, tmp_path / "data", JOB_LEASE_SECONDS="120")
+    first = ServiceProcess(env, "worker", "--concurrency", "1", log=tmp_path / "first.log")
+    processes.append(first)
+    project_id = server.token_project(user, ["Alpha", "Beta", "Gamma"])
+
+    arrived = threading.Event()
+    hold = threading.Event()
+
+    def model(request: Received) -> Reply:
+        if (
+            request.json()["documents"][0]["sentences"][0]["text"] == "Beta"
+            and not arrived.is_set()
+        ):
+            arrived.set()
+            hold.wait(30)
+        return capitalized_words_model(request)
+
+    api = fake_api(model)
+    job_id = auto_label(server.http, user.token, user.email, project_id, api.url)
+    assert arrived.wait(30)
+    first.process.send_signal(15)  # SIGTERM: finish the call in flight, then hand the job back
+    hold.set()
+    assert first.process.wait(30) == 0
+    second = ServiceProcess(env, "worker", "--concurrency", "1", log=tmp_path / "second.log")
+    processes.append(second)
+    done = server.wait_job(user.token, job_id, timeout=30)
+    assert done["status"] == "DELIVERED", done
+    texts = [r.json()["documents"][0]["sentences"][0]["text"] for r in api.received]
+    assert texts.count("Alpha") == 1 and texts.count("Gamma") == 1
+    with server.db.engine.connect() as connection:
+        attempts = connection.execute(
+            text("SELECT attempts FROM jobs WHERE id = :id"), {"id": job_id}
+        ).scalar()
+    assert attempts == 1  # a graceful hand-over does not count as a failed attempt
