@@ -13,7 +13,7 @@ class ExtractorError(Exception):
 
     status: int = 500
     code: str = "internal_error"
-    headers: dict[str, str] = {}  # noqa: RUF012 - class-level default, copied per instance
+    headers: dict[str, str] = {}
 
     def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
@@ -38,7 +38,7 @@ class InvalidParameter(ExtractorError):
 
 class Unauthorized(ExtractorError):
     status, code = 401, "unauthorized"
-    headers = {"WWW-Authenticate": 'Bearer realm="extractor"'}  # noqa: RUF012
+    headers = {"WWW-Authenticate": 'Bearer realm="extractor"'}
 
 
 class NotAcceptable(ExtractorError):
