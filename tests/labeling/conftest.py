@@ -3,106 +3,29 @@ server over loopback HTTP, users, and small HTTP servers that play the customer'
 
 PostgreSQL comes from ``EXTRACTOR_TEST_POSTGRES_URL`` when set; otherwise a throwaway cluster is
 started from the local PostgreSQL binaries (as the ``postgres`` OS user when we are root).
+Helpers live in ``labeling_support``; test modules import them from there, never from here.
 """
 
 from __future__ import annotations
 
-import io
-import json
 import os
-import pwd
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
-import threading
-import time
-import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from glob import glob
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-import httpx
 import pytest
-from sqlalchemy import create_engine, make_url, text
-from werkzeug.serving import BaseWSGIServer
-from werkzeug.serving import make_server as make_wsgi_server
-
-from extractor.labeling.app import LabelingState, create_labeling_app
-from extractor.labeling.auth import add_user
-from extractor.labeling.config import LabelingSettings
-from extractor.labeling.db import Database, migrate
-from extractor.labeling.models import Base
-
-REPO = Path(__file__).resolve().parents[2]
-TERMINAL = ("DELIVERED", "FAILED")
-JOB_FIELDS = "id status progress resultId createdAt updatedAt errors { id stack args }"
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now, on loopback."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-# -- PostgreSQL -------------------------------------------------------------------------------
-
-
-def postgres_bin(name: str) -> str | None:
-    """A PostgreSQL server binary from PATH or Debian's versioned folders, newest first."""
-    found = shutil.which(name)
-    if found:
-        return found
-    candidates = sorted(glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)
-    return candidates[0] if candidates else None
-
-
-class ThrowawayCluster:
-    """A PostgreSQL cluster in a temporary folder, on a free loopback port, trusting local users."""
-
-    def __init__(self) -> None:
-        initdb, pg_ctl = postgres_bin("initdb"), postgres_bin("pg_ctl")
-        if not initdb or not pg_ctl:
-            reason = "PostgreSQL server binaries (initdb, pg_ctl) are not installed"
-            if os.environ.get("EXTRACTOR_TEST_REQUIRE_POSTGRES"):
-                pytest.fail(f"{reason}, and EXTRACTOR_TEST_REQUIRE_POSTGRES is set")
-            pytest.skip(reason)
-        self.pg_ctl = pg_ctl
-        self.root = Path(tempfile.mkdtemp(prefix="labeling-pg-"))
-        self.data = self.root / "data"
-        self.port = free_port()
-        # initdb refuses to run as root: hand the folder to the postgres OS user.
-        self.as_user: list[str] = []
-        if os.geteuid() == 0:
-            user = pwd.getpwnam("postgres")
-            os.chown(self.root, user.pw_uid, user.pw_gid)
-            self.as_user = ["runuser", "-u", "postgres", "--"]
-        self._run([initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"])
-        options = (
-            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
-        self._run([pg_ctl, "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
-                   "-w", "start"])  # fmt: skip
-        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
-
-    def _run(self, command: list[str]) -> None:
-        done = subprocess.run(
-            [*self.as_user, *command], capture_output=True, text=True, timeout=120, check=False
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"{command[0]} failed: {done.stdout}\n{done.stderr}")
-
-    def stop(self) -> None:
-        try:
-            self._run([self.pg_ctl, "-D", str(self.data), "-m", "immediate", "stop"])
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
+from labeling_support import (
+    DatabaseFactory,
+    FakeAPI,
+    LabelingServer,
+    Received,
+    Reply,
+    ServiceProcess,
+    ThrowawayCluster,
+    fast_settings,
+)
 
 
 @pytest.fixture(scope="session")
@@ -117,62 +40,6 @@ def postgres_admin_url() -> Iterator[str]:
         yield cluster.url
     finally:
         cluster.stop()
-
-
-class DatabaseFactory:
-    """Fresh, migrated databases cloned from a template migrated once per session."""
-
-    def __init__(self, backend: str, tmp: Path, admin_url: str | None) -> None:
-        self.backend = backend
-        self.tmp = tmp
-        self.admin_url = admin_url
-        self.template = f"labeling_template_{uuid.uuid4().hex[:8]}"
-        if backend == "sqlite":
-            self.template_file = tmp / "template.db"
-            migrate(f"sqlite:///{self.template_file}")
-        else:
-            assert admin_url is not None
-            self._admin(f'CREATE DATABASE "{self.template}"')
-            migrate(self._url_of(self.template))
-
-    def _url_of(self, name: str) -> str:
-        assert self.admin_url is not None
-        return make_url(self.admin_url).set(database=name).render_as_string(hide_password=False)
-
-    def _admin(self, statement: str) -> None:
-        assert self.admin_url is not None
-        engine = create_engine(self.admin_url, isolation_level="AUTOCOMMIT")
-        try:
-            with engine.connect() as connection:
-                connection.execute(text(statement))
-        finally:
-            engine.dispose()
-
-    def create(self) -> str:
-        """The URL of a migrated database with no rows, for one test.
-
-        SQLite: a copy of the template file. PostgreSQL: one shared database emptied by
-        TRUNCATE, ten times faster than CREATE DATABASE ... TEMPLATE per test.
-        """
-        if self.backend == "sqlite":
-            target = self.tmp / f"labeling_{uuid.uuid4().hex[:12]}.db"
-            shutil.copyfile(self.template_file, target)
-            return f"sqlite:///{target}"
-        url = self._url_of(self.template)
-        engine = create_engine(url)
-        try:
-            with engine.begin() as connection:
-                tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
-                connection.execute(text(f"TRUNCATE {tables} CASCADE"))
-        finally:
-            engine.dispose()
-        return url
-
-    def drop(self, url: str) -> None:
-        """Remove a database made by :meth:`create` (PostgreSQL's is emptied by the next test)."""
-        if self.backend == "sqlite":
-            for suffix in ("", "-wal", "-shm"):
-                Path(str(make_url(url).database) + suffix).unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
@@ -198,196 +65,6 @@ def backend(database_factory: DatabaseFactory) -> str:
     return database_factory.backend
 
 
-# -- the labeling server ----------------------------------------------------------------------
-
-
-def fast_settings(database_url: str, data_dir: Path, **overrides: Any) -> LabelingSettings:
-    """Settings with short timeouts and polls, loopback allowed for the test's fake APIs."""
-    values: dict[str, Any] = {
-        "data_dir": data_dir,
-        "database_url": database_url,
-        "embedded_workers": 2,
-        "job_poll_seconds": 0.05,
-        "job_heartbeat_seconds": 0.3,
-        "job_lease_seconds": 3.0,
-        "outbound_allow": "127.0.0.1/32",
-        "outbound_connect_timeout": 2.0,
-        "outbound_read_timeout": 2.0,
-        "outbound_total_timeout": 10.0,
-        "outbound_retries": 2,
-        "outbound_backoff_seconds": 0.05,
-    }
-    values.update(overrides)
-    return LabelingSettings(**values)
-
-
-@dataclass
-class User:
-    """A user made through ``add_user``: ids and the bearer token."""
-
-    email: str
-    user_id: str
-    token: str
-    team_id: str | None
-
-
-class LabelingServer:
-    """The labeling app served over real loopback HTTP, with its embedded workers running."""
-
-    def __init__(self, settings: LabelingSettings) -> None:
-        self.settings = settings
-        self.app = create_labeling_app(settings, start_workers=True)
-        self.state: LabelingState = self.app.extensions["labeling"]
-        self._server: BaseWSGIServer = make_wsgi_server("127.0.0.1", 0, self.app, threaded=True)
-        self.url = f"http://127.0.0.1:{self._server.server_port}"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
-        self.http = httpx.Client(base_url=self.url, timeout=30)
-
-    @property
-    def db(self) -> Database:
-        return self.state.db
-
-    def close(self) -> None:
-        self.http.close()
-        self._server.shutdown()
-        self._thread.join(10)
-        self.state.close()
-
-    def user(self, team: str | None = None, email: str | None = None) -> User:
-        """A new user (and token), member of ``team`` (created if new)."""
-        email = email or f"user-{uuid.uuid4().hex[:10]}@example.com"
-        made = add_user(self.db, email, team)
-        return User(email, str(made["userId"]), str(made["token"]), made["teamId"])
-
-    def post(self, body: Any, token: str | None, **kwargs: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-        return self.http.post("/graphql", json=body, headers=headers, **kwargs)
-
-    def gql(
-        self,
-        query: str,
-        variables: dict[str, Any] | None = None,
-        *,
-        token: str | None,
-        operation_name: str | None = None,
-    ) -> dict[str, Any]:
-        """Run one operation; returns the whole JSON body (checked to have ``extensions: {}``)."""
-        body: dict[str, Any] = {"query": query}
-        if variables is not None:
-            body["variables"] = variables
-        if operation_name is not None:
-            body["operationName"] = operation_name
-        response = self.post(body, token)
-        assert response.status_code == 200, response.text
-        result = response.json()
-        assert result["extensions"] == {}
-        assert "data" in result
-        return result
-
-    def ok(self, query: str, variables: dict[str, Any] | None = None, *, token: str) -> Any:
-        """Run one operation that must succeed; returns ``data``."""
-        result = self.gql(query, variables, token=token)
-        assert "errors" not in result, result["errors"]
-        return result["data"]
-
-    def upload(
-        self,
-        query: str,
-        variables: dict[str, Any],
-        files: dict[str, tuple[str, bytes]],
-        *,
-        token: str,
-    ) -> dict[str, Any]:
-        """A GraphQL multipart request: ``files`` maps a variable path to (file name, bytes)."""
-        files_map = {str(i): [path] for i, path in enumerate(files)}
-        form_files = {
-            str(i): (name, io.BytesIO(content), "application/octet-stream")
-            for i, (name, content) in enumerate(files.values())
-        }
-        response = self.http.post(
-            "/graphql",
-            data={
-                "operations": json.dumps({"query": query, "variables": variables}),
-                "map": json.dumps(files_map),
-            },
-            files=form_files,
-            headers={"Authorization": f"Bearer {token}"},
-        )
-        assert response.status_code == 200, response.text
-        result = response.json()
-        assert result["extensions"] == {}
-        return result
-
-    def create_project(
-        self,
-        token: str,
-        name: str,
-        kind: str,
-        documents: list[tuple[str, bytes]],
-        **fields: Any,
-    ) -> dict[str, Any]:
-        """Start ``createProject``; returns the whole response body."""
-        variables = {
-            "input": {
-                "name": name,
-                "kind": kind,
-                "documents": [None] * len(documents),
-                **fields,
-            }
-        }
-        files = {f"variables.input.documents.{i}": doc for i, doc in enumerate(documents)}
-        return self.upload(CREATE_PROJECT, variables, files, token=token)
-
-    def job(self, token: str, job_id: str) -> dict[str, Any] | None:
-        return self.ok(
-            f"query($id: String!) {{ getJob(jobId: $id) {{ {JOB_FIELDS} }} }}",
-            {"id": job_id},
-            token=token,
-        )["getJob"]
-
-    def wait_job(
-        self, token: str, job_id: str, timeout: float = 30.0, until: tuple[str, ...] = TERMINAL
-    ) -> dict[str, Any]:
-        """Poll ``getJob`` until its status is one of ``until``; returns the last job seen."""
-        deadline = time.monotonic() + timeout
-        while True:
-            job = self.job(token, job_id)
-            assert job is not None
-            if job["status"] in until:
-                return job
-            if time.monotonic() > deadline:
-                raise AssertionError(f"job still {job} after {timeout} s")
-            time.sleep(0.05)
-
-    def project(self, token: str, project_id: str) -> dict[str, Any] | None:
-        return self.ok(PROJECT_QUERY, {"id": project_id}, token=token)["getProject"]
-
-    def token_project(self, user: User, lines: list[str], name: str = "notes.txt") -> str:
-        """A delivered TOKEN_BASED project of the user's team with one document; its id."""
-        started = self.create_project(
-            user.token, "Notes", "TOKEN_BASED", [(name, "\n".join(lines).encode())],
-            teamId=user.team_id,
-        )  # fmt: skip
-        job = self.wait_job(user.token, started["data"]["createProject"]["id"])
-        assert job["status"] == "DELIVERED", job
-        return str(job["resultId"])
-
-
-CREATE_PROJECT = f"""
-mutation($input: CreateProjectInput!) {{ createProject(input: $input) {{ {JOB_FIELDS} }} }}
-"""
-PROJECT_QUERY = """
-query($id: ID!) {
-  getProject(projectId: $id) {
-    id name kind teamId tags { id name globalTag } documents { id name importable }
-  }
-}
-"""
-
-
 @pytest.fixture
 def make_server(database_url: str, tmp_path: Path) -> Iterator[Callable[..., LabelingServer]]:
     """Build labeling servers on this test's database; all are stopped at the end."""
@@ -409,71 +86,6 @@ def server(make_server: Callable[..., LabelingServer]) -> LabelingServer:
     return make_server()
 
 
-# -- fake customer APIs -----------------------------------------------------------------------
-
-
-@dataclass
-class Received:
-    """One request a fake API got."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-Reply = tuple[int, dict[str, str], bytes]
-
-
-@dataclass
-class FakeAPI:
-    """A loopback HTTP server answering with ``respond(request)`` and recording every request."""
-
-    respond: Callable[[Received], Reply]
-    received: list[Received] = field(default_factory=list)
-    release: threading.Event = field(default_factory=threading.Event)
-
-    def start(self) -> FakeAPI:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                request = Received(
-                    "POST",
-                    self.path,
-                    {k.lower(): v for k, v in self.headers.items()},
-                    self.rfile.read(length),
-                )
-                fake.received.append(request)
-                status, headers, body = fake.respond(request)
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_port}/predict"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self.release.set()
-        self._server.shutdown()
-        self._server.server_close()
-
-
 @pytest.fixture
 def fake_api() -> Iterator[Callable[[Callable[[Received], Reply]], FakeAPI]]:
     """Start fake APIs with a reply function; all are stopped at the end."""
@@ -489,119 +101,10 @@ def fake_api() -> Iterator[Callable[[Callable[[Received], Reply]], FakeAPI]]:
         api.stop()
 
 
-def json_reply(payload: Any, status: int = 200) -> Reply:
-    return status, {"Content-Type": "application/json"}, json.dumps(payload).encode()
-
-
-def capitalized_words_model(request: Received) -> Reply:
-    """A prediction API that labels every capitalized word ``PROPER`` (exclusive char ends)."""
-    body = request.json()
-    documents = []
-    for document in body["documents"]:
-        labels = []
-        for sentence in document["sentences"]:
-            entities = []
-            position = 0
-            for word in sentence["text"].split(" "):
-                if word[:1].isupper():
-                    entities.append(
-                        {
-                            "label": "PROPER",
-                            "start_char": position,
-                            "end_char": position + len(word),
-                            "layer": 0,
-                            "confidence_score": 0.9,
-                        }
-                    )
-                position += len(word) + 1
-            labels.append({"id": sentence["id"], "entities": entities})
-        documents.append({"id": document["id"], "labels": labels})
-    return json_reply({"id": body["id"], "documents": documents})
-
-
 @pytest.fixture
 def python() -> str:
     """The interpreter running the tests, for subprocesses of the CLI."""
     return sys.executable
-
-
-# -- the service as separate processes (CLI) --------------------------------------------------
-
-
-def cli_env(database_url: str, data_dir: Path, **settings: Any) -> dict[str, str]:
-    """The environment of a CLI subprocess: our test settings as EXTRACTOR_LABELING_* variables."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EXTRACTOR_LABELING_")}
-    values = {
-        "DATABASE_URL": database_url,
-        "DATA_DIR": str(data_dir),
-        "JOB_POLL_SECONDS": "0.05",
-        "JOB_HEARTBEAT_SECONDS": "0.3",
-        "JOB_LEASE_SECONDS": "2",
-        "OUTBOUND_ALLOW": "127.0.0.1/32",
-        "OUTBOUND_READ_TIMEOUT": "5",
-        "OUTBOUND_BACKOFF_SECONDS": "0.05",
-    }
-    values.update({key.upper(): str(value) for key, value in settings.items()})
-    env.update({f"EXTRACTOR_LABELING_{key}": value for key, value in values.items()})
-    env["PYTHONPATH"] = str(REPO)
-    return env
-
-
-def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m extractor.cli labeling ARGS`` to the end."""
-    return subprocess.run(
-        [sys.executable, "-m", "extractor.cli", "labeling", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=REPO,
-    )
-
-
-class ServiceProcess:
-    """``extractor labeling serve|worker`` in its own process group, killed at the end."""
-
-    def __init__(self, env: dict[str, str], *args: str, log: Path) -> None:
-        self.log = log
-        self._log_file = log.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "extractor.cli", "labeling", *args],
-            env=env,
-            cwd=REPO,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def wait_healthy(self, url: str, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"server exited: {self.log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"server not healthy: {self.log.read_text()[-3000:]}")
-
-    def kill(self) -> None:
-        """SIGKILL the whole group (gunicorn master and workers): a crash, no clean-up."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, 9)
-        self.process.wait(30)
-        self._log_file.close()
-
-    def terminate(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait: the graceful stop."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, 15)
-        code = self.process.wait(timeout)
-        self._log_file.close()
-        return code
 
 
 @pytest.fixture
@@ -612,3 +115,26 @@ def processes() -> Iterator[list[ServiceProcess]]:
     for process in started:
         if process.process.poll() is None:
             process.kill()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the module name ``conftest`` back to the suite's root conftest.
+
+    pytest imports every conftest.py outside a package as the module ``conftest``, so loading
+    this one evicts tests/conftest.py from ``sys.modules``, and root test modules collected after
+    us (``from conftest import PAGE_ONE``) would get this file instead. pytest calls this hook as
+    soon as this conftest is registered, before any other module is imported.
+    """
+    here = Path(__file__).resolve()
+    ancestors = [
+        plugin
+        for plugin in config.pluginmanager.get_plugins()
+        if isinstance(plugin, ModuleType)
+        and plugin.__name__ == "conftest"
+        and getattr(plugin, "__file__", None)
+        and Path(str(plugin.__file__)).resolve() != here
+        and here.is_relative_to(Path(str(plugin.__file__)).resolve().parent)
+    ]
+    if ancestors:
+        nearest = max(ancestors, key=lambda plugin: len(Path(str(plugin.__file__)).parts))
+        sys.modules["conftest"] = nearest

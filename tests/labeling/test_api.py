@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import JOB_FIELDS, LabelingServer
+from labeling_support import JOB_FIELDS, LabelingServer
 
 # The spec's exact request bodies (sections 1-3).
 PERSONAL_TAGS = {"query": "query { getPersonalTags { id name } }"}
@@ -540,10 +540,11 @@ def test_auto_label_rules(server: LabelingServer) -> None:
 
 def test_nul_characters_are_a_user_error_on_every_engine(server: LabelingServer) -> None:
     user = server.user()
-    for query, variables in [
+    cases: list[tuple[str, dict[str, Any]]] = [
         ("query($id: String!) { getJob(jobId: $id) { id } }", {"id": "a\x00b"}),
         (CREATE_TAG, {"input": {"name": "x\x00"}}),
-    ]:
+    ]
+    for query, variables in cases:
         assert code_of(server.gql(query, variables, token=user.token)) == "BAD_USER_INPUT"
 
 

@@ -13,7 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import FakeAPI, LabelingServer, Received, Reply, capitalized_words_model, json_reply
+from labeling_support import (
+    FakeAPI,
+    LabelingServer,
+    Received,
+    Reply,
+    capitalized_words_model,
+    json_reply,
+)
 
 SECRET = "pr3diction-s3cret"
 AUTO_LABEL = (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ServiceProcess, cli_env, free_port, run_cli
+from labeling_support import ServiceProcess, cli_env, free_port, run_cli
 
 from extractor.labeling.cli import DEFAULT_BIND, parser
 from extractor.labeling.config import LabelingSettings, SettingsError

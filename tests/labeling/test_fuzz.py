@@ -8,9 +8,9 @@ from typing import Any
 
 import graphql
 import pytest
-from conftest import fast_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from labeling_support import fast_settings
 
 from extractor.labeling.app import create_labeling_app
 from extractor.labeling.auth import add_user

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import (
+from labeling_support import (
     FakeAPI,
     LabelingServer,
     Received,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import FakeAPI, LabelingServer, Received, Reply, json_reply
+from labeling_support import FakeAPI, LabelingServer, Received, Reply, json_reply
 
 CREATE_API = """mutation($teamId: ID!, $input: CreateCustomAPIInput!) {
   createCustomAPI(teamId: $teamId, input: $input) { id }
