@@ -138,3 +138,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if ancestors:
         nearest = max(ancestors, key=lambda plugin: len(Path(str(plugin.__file__)).parts))
         sys.modules["conftest"] = nearest
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the PostgreSQL half of the suite ``postgres`` (``-m "not postgres"`` skips it)."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("database_factory") == "postgresql":
+            item.add_marker(pytest.mark.postgres)
