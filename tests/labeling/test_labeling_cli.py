@@ -69,3 +69,27 @@ def test_serve_answers_graphql_and_health_under_gunicorn(
     assert reply.json() == {"data": {"getPersonalTags": []}, "extensions": {}}
     assert server.terminate() == 0
     assert token not in (tmp_path / "s.log").read_text()
+
+
+def test_the_settings_table_lists_every_setting_with_its_default() -> None:
+    from dataclasses import fields
+
+    import extractor.labeling
+
+    table = (Path(extractor.labeling.__file__).parent / "README-settings.md").read_text()
+    defaults = LabelingSettings()
+    for spec in fields(LabelingSettings):
+        row = next(
+            (
+                line
+                for line in table.splitlines()
+                if f"`EXTRACTOR_LABELING_{spec.name.upper()}`" in line
+            ),
+            None,
+        )
+        assert row is not None, spec.name
+        default = getattr(defaults, spec.name)
+        if isinstance(default, bool):
+            assert f"`{str(default).lower()}`" in row, row
+        elif isinstance(default, int | float) and not isinstance(default, bool):
+            assert f"`{default:g}`" in row or f"`{default}`" in row, row
