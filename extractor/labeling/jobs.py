@@ -367,7 +367,9 @@ class WorkerPool:
         while not self._stopping.is_set():
             try:
                 job = self.queue.claim(worker_id)
-            except StorageError:
+            except Exception:
+                # Whatever went wrong (the database is away, most likely), a worker thread that
+                # dies would stall every job silently: log it and try again at the next poll.
                 log.exception("cannot claim jobs; retrying")
                 job = None
             if job is None:
