@@ -21,13 +21,13 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Protocol, cast
 
-from sqlalchemy import CursorResult, or_, select, update
+from sqlalchemy import CursorResult, delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.db import Database
 from extractor.labeling.errors import JobFailure, JobInterrupted, StorageError
-from extractor.labeling.models import Job, utcnow
+from extractor.labeling.models import Job, JobUpload, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +160,10 @@ class JobQueue:
             error_entry(f"the job was interrupted {attempts} times (workers stopped or died)"),
         ]
         job.payload = scrub(job.payload)
+        job.checkpoint = None
         job.locked_by = job.locked_until = None
         job.updated_at = now
+        session.execute(delete(JobUpload).where(JobUpload.job_id == job_id))
 
     def _owned(self, job_id: str, worker_id: str) -> Any:
         """The WHERE clause of every write a leaseholder makes."""
@@ -231,6 +233,7 @@ class JobQueue:
             job.checkpoint = None
             job.locked_by = job.locked_until = None
             job.updated_at = now
+            session.execute(delete(JobUpload).where(JobUpload.job_id == job_id))
             return True
 
     def release(self, job_id: str, worker_id: str) -> None:

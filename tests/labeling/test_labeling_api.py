@@ -350,7 +350,8 @@ def test_a_project_that_cannot_be_read_fails_its_job_and_leaves_nothing(
     assert job["errors"][0]["id"]
     with server.db.engine.connect() as connection:
         assert connection.exec_driver_sql("SELECT count(*) FROM projects").scalar() == 0
-        assert connection.exec_driver_sql("SELECT count(*) FROM job_uploads").scalar() == 0 or True
+        # A failed job keeps no upload either: nothing half-made stays behind.
+        assert connection.exec_driver_sql("SELECT count(*) FROM job_uploads").scalar() == 0
 
 
 def test_personal_and_team_projects_are_visible_only_to_their_people(

@@ -172,6 +172,7 @@ def test_a_bad_extractor_reply_fails_the_job_and_makes_no_project(
     with server.db.engine.connect() as connection:
         assert connection.exec_driver_sql("SELECT count(*) FROM projects").scalar() == 0
         assert connection.exec_driver_sql("SELECT count(*) FROM documents").scalar() == 0
+        assert connection.exec_driver_sql("SELECT count(*) FROM job_uploads").scalar() == 0
 
 
 def test_a_custom_api_on_loopback_is_refused_unless_allowed(
