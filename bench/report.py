@@ -21,6 +21,7 @@ class Row:
     ratio: float | None = None  # ours / baseline, both medians from this run
     target: str = ""
     met: bool | None = None  # None: reported only, no target
+    why: str = ""  # the known cause, printed in the closing note when the target is missed
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,11 @@ class Report:
         misses = self.misses()
         if misses:
             lines.append("Targets missed in this run:")
-            lines += [f"- {r.what}: {r.ours} against {r.target}" for r in misses]
+            for r in misses:
+                ratio = "" if r.ratio is None or math.isnan(r.ratio) else f" ({r.ratio:.3f}x)"
+                lines.append(
+                    f"- **{r.what}**: {r.ours}{ratio} against {r.target}. {r.why}".rstrip()
+                )
         else:
             lines.append("Every target with a threshold was met in this run.")
         lines += [f"- {note}" for note in self.notes]
