@@ -59,6 +59,9 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         "errorlog": "-",
         "loglevel": settings.log_level,
         "proc_name": "extractor",
+        # gunicorn 27's control socket defaults to one path per user, shared by every server
+        # started by that user; nothing here uses it.
+        "control_socket_disable": True,
     }
 
 

@@ -9,11 +9,10 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from support import PAGE_ONE, PAGE_TWO, SPOKEN
 
 from extractor import samples
 from extractor.app import create_app
-
-requires_espeak = pytest.mark.skipif(not samples.have_espeak(), reason="espeak-ng is not installed")
 
 
 @pytest.fixture
@@ -53,10 +52,6 @@ def validator() -> Any:
 
 
 # -- inputs made once per session ---------------------------------------------------------
-
-PAGE_ONE = ["Invoice number 4417 for garden tools", "Delivered to Harbor Street warehouse"]
-PAGE_TWO = ["Second page mentions purple elephants", "and seven quiet libraries"]
-SPOKEN = "The weather is sunny today and we will walk to the park"
 
 
 @pytest.fixture(scope="session")

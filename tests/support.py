@@ -16,9 +16,18 @@ import time
 import urllib.request
 from typing import Any
 
+import pytest
 from flask.testing import FlaskClient
 
 PLATFORM_ACCEPT = "application/json, text/plain"
+# What the fixtures draw and say, so tests can compare what comes back with what went in.
+PAGE_ONE = ["Invoice number 4417 for garden tools", "Delivered to Harbor Street warehouse"]
+PAGE_TWO = ["Second page mentions purple elephants", "and seven quiet libraries"]
+SPOKEN = "The weather is sunny today and we will walk to the park"
+
+requires_espeak = pytest.mark.skipif(
+    shutil.which("espeak-ng") is None, reason="espeak-ng is not installed"
+)
 
 
 def post_file(

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PAGE_ONE
-from support import post_file
+from support import PAGE_ONE, post_file
 
 from extractor import samples
 from extractor.config import Settings, SettingsError, settings_table

@@ -8,8 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from conftest import requires_espeak
-from support import post_file
+from support import post_file, requires_espeak
 
 from extractor import samples
 

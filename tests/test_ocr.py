@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import PAGE_ONE, PAGE_TWO
 from flask.testing import FlaskClient
-from support import post_file, words_of
+from support import PAGE_ONE, PAGE_TWO, post_file, words_of
 
 from extractor import samples
 

@@ -9,8 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import PAGE_ONE, SPOKEN
-from support import PLATFORM_ACCEPT, start_server, stop_server, words_of
+from support import PAGE_ONE, PLATFORM_ACCEPT, SPOKEN, start_server, stop_server, words_of
 
 from extractor import samples
 

@@ -6,8 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import SPOKEN, requires_espeak
-from support import post_file, words_of
+from support import SPOKEN, post_file, requires_espeak, words_of
 
 from extractor import samples
 

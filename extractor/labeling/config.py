@@ -38,9 +38,9 @@ class LabelingSettings:
     # seconds to resolve and connect to a custom or prediction API
     outbound_connect_timeout: float = 10.0
     # seconds an API may stay silent mid-reply; above the extractor's own 600 s request limit
-    outbound_read_timeout: float = 620.0
+    outbound_read_timeout: float = 920.0
     # seconds for one whole call: every attempt, redirect and backoff wait together
-    outbound_total_timeout: float = 900.0
+    outbound_total_timeout: float = 1200.0
     # seconds before the first retry, doubling each time (Retry-After wins when sent)
     outbound_backoff_seconds: float = 0.5
     # bytes; a longer reply fails the job rather than filling memory

@@ -296,11 +296,11 @@ class OutboundSettings:
     connect_timeout: float = 10.0
     # Seconds the server may stay silent while we wait for more of its reply; a little over the
     # extractor's own default request_timeout (600 s), so its 504 arrives rather than our timeout.
-    read_timeout: float = 620.0
+    read_timeout: float = 920.0
     # Seconds one send of request bytes may block.
     write_timeout: float = 60.0
     # Seconds for the whole call: every attempt, redirect hop and backoff wait together.
-    total_timeout: float = 900.0
+    total_timeout: float = 1200.0
     # Bytes of reply body (after undoing gzip/deflate) accepted; more is OutboundReplyTooLarge.
     max_reply_bytes: int = 32 * 1024 * 1024
     # Redirect hops followed (each one checked against the policy again); 0 follows none.

@@ -12,7 +12,6 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -115,29 +114,6 @@ def processes() -> Iterator[list[ServiceProcess]]:
     for process in started:
         if process.process.poll() is None:
             process.kill()
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Give the module name ``conftest`` back to the suite's root conftest.
-
-    pytest imports every conftest.py outside a package as the module ``conftest``, so loading
-    this one evicts tests/conftest.py from ``sys.modules``, and root test modules collected after
-    us (``from conftest import PAGE_ONE``) would get this file instead. pytest calls this hook as
-    soon as this conftest is registered, before any other module is imported.
-    """
-    here = Path(__file__).resolve()
-    ancestors = [
-        plugin
-        for plugin in config.pluginmanager.get_plugins()
-        if isinstance(plugin, ModuleType)
-        and plugin.__name__ == "conftest"
-        and getattr(plugin, "__file__", None)
-        and Path(str(plugin.__file__)).resolve() != here
-        and here.is_relative_to(Path(str(plugin.__file__)).resolve().parent)
-    ]
-    if ancestors:
-        nearest = max(ancestors, key=lambda plugin: len(Path(str(plugin.__file__)).parts))
-        sys.modules["conftest"] = nearest
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
