@@ -33,6 +33,7 @@ class LoadRow:
     per_second: float  # successful requests per second
     p50: float  # seconds
     p95: float  # seconds
+    other_cores: float = float("nan")  # CPU the rest of the machine used meanwhile, in cores
 
 
 @dataclass(frozen=True)
@@ -86,14 +87,22 @@ class Report:
                 "",
                 "## Throughput and latency against concurrency",
                 "",
-                "| input | clients | requests | failed | requests/s | p50 latency | p95 latency |",
-                "|---|---|---|---|---|---|---|",
+                "| input | clients | requests | failed | requests/s | p50 latency | p95 latency"
+                " | other processes' CPU meanwhile |",
+                "|---|---|---|---|---|---|---|---|",
             ]
             for lr in self.load:
                 lines.append(
                     f"| {lr.kind} | {lr.clients} | {lr.requests} | {lr.failed} |"
                     f" {lr.per_second:.2f} | {lr.p50:.2f} s | {lr.p95:.2f} s |"
+                    f" {lr.other_cores:.2f} cores |"
                 )
+            lines += [
+                "",
+                "The last column is the CPU that processes other than this benchmark and its server"
+                " used during each level (from /proc/stat): on a 2-core machine, 0.5 cores taken"
+                " by other work already caps 2 busy workers at 1.5 cores.",
+            ]
             if plot_name:
                 lines += ["", f"![p50 and p95 latency against concurrency]({plot_name})"]
         if self.memory:

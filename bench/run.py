@@ -30,7 +30,7 @@ from .inputs import Inputs, make_inputs
 from .load import LoadResult, Upload, percentile, poll, post, run_load
 from .plot import plot_latency
 from .report import LoadRow, MemoryRow, Report, Row
-from .server import Server, memory_mb, reset_peak
+from .server import Server, machine_busy_seconds, memory_mb, reset_peak, tree_cpu_seconds
 
 log = logging.getLogger("bench")
 HERE = Path(__file__).resolve().parent
@@ -462,6 +462,8 @@ class Bench:
             with section(f"throughput: {kind}, {self.plan.concurrency} clients"):
                 client.timed(path)  # warm the page cache and both engines' first-call paths
                 for clients in self.plan.concurrency:
+                    cpu_before = self.our_cpu(server), machine_busy_seconds()
+                    split_before = [tree_cpu_seconds(pid) for pid in server.worker_pids()]
                     result = run_load(
                         server.host,
                         server.port,
@@ -471,6 +473,13 @@ class Bench:
                         deadline=240,
                     )
                     results[clients] = result
+                    ours = self.our_cpu(server) - cpu_before[0]
+                    # How the work fell on the workers: a lopsided split means queueing on one.
+                    split = [
+                        tree_cpu_seconds(pid) - before
+                        for pid, before in zip(server.worker_pids(), split_before, strict=False)
+                    ]
+                    others = machine_busy_seconds() - cpu_before[1] - ours
                     row = LoadRow(
                         kind,
                         clients,
@@ -479,18 +488,34 @@ class Bench:
                         result.per_second,
                         result.latency(0.5),
                         result.latency(0.95),
+                        max(others, 0.0) / result.wall,
                     )
                     self.report.load.append(row)
                     log.info(
-                        "  %d clients: %d requests, %d failed, %.2f/s, p50 %.2f s, p95 %.2f s",
+                        "  %d clients: %d requests, %d failed, %.2f/s, p50 %.2f s, p95 %.2f s,"
+                        " other processes %.2f cores, CPU s per worker %s",
                         clients,
                         row.requests,
                         row.failed,
                         row.per_second,
                         row.p50,
                         row.p95,
+                        row.other_cores,
+                        " / ".join(f"{v:.1f}" for v in split),
                     )
             self.scale_rows(kind.split(":")[0], results)
+
+    def other(self, result: LoadResult) -> float:
+        rows = [r for r in self.report.load if r.clients == result.clients]
+        return next((r.other_cores for r in reversed(rows)), float("nan"))
+
+    @staticmethod
+    def our_cpu(server: Server) -> float:
+        """CPU seconds of the server (master, workers, their Tesseract runs) and this process."""
+        assert server.process is not None
+        mine = os.times()
+        pids = [server.process.pid, *server.worker_pids()]
+        return sum(tree_cpu_seconds(pid) for pid in pids) + mine.user + mine.system
 
     def scale_rows(self, kind: str, results: dict[int, LoadResult]) -> None:
         one = results.get(1)
@@ -503,7 +528,8 @@ class Bench:
             Row(
                 f"{kind} throughput, {four.clients} clients vs 1 client ({self.workers} workers)",
                 f"1 client: {one.per_second:.2f}/s",
-                f"{four.clients} clients: {four.per_second:.2f}/s",
+                f"{four.clients} clients: {four.per_second:.2f}/s (other processes meanwhile:"
+                f" {self.other(one):.2f} and {self.other(four):.2f} cores)",
                 scale,
                 ">= 1.70x",
                 scale >= 1.70,

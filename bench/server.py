@@ -179,3 +179,20 @@ def reset_peak(pid: int) -> None:
     """Reset VmHWM to the current RSS (Linux: ``5`` into clear_refs), to take a section's peak."""
     with contextlib.suppress(OSError):
         Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores of the machine have spent busy since boot (steal included)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of ``pid`` plus its reaped children (the Tesseract runs of a worker)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
