@@ -206,8 +206,12 @@ class Extractor:
     def _ocr_page(
         self, image: PageImage, deadline: float, timings: Timings
     ) -> tuple[Page, list[Line]]:
-        with timings.stage("engine"):
-            lines = self.ocr.recognise(image, deadline)
+        try:
+            with timings.stage("engine"):
+                lines = self.ocr.recognise(image, deadline)
+        finally:
+            if image.derived:  # a 300 dpi page is ~9 MB: don't keep a long PDF's pages on disk
+                image.path.unlink(missing_ok=True)
         return Page(image.index, image.width, image.height), lines
 
     def _pages_in_parallel(self, count: int, work: Callable[[int], T]) -> list[T]:

@@ -61,7 +61,20 @@ class FasterWhisperEngine:
             raise EngineUnavailable(
                 f"faster-whisper could not load {self.model_name}: {exc}"
             ) from exc
+        self._warm()
         log.info("faster-whisper loaded", extra={"model": self.model_name})
+
+    def _warm(self) -> None:
+        """Run the decoder and the VAD once, so their buffers and sessions exist before the
+        first request: its latency is then the steady one, and so is the worker's RSS."""
+        from .base import speech_regions
+
+        silence = np.zeros(16_000, np.float32)  # 1 s at 16 kHz
+        language = None if self._model.model.is_multilingual else "en"
+        segments, _info = self._model.transcribe(silence, language=language, vad_filter=False)
+        for _segment in segments:
+            pass
+        speech_regions(silence)
 
     def languages(self) -> frozenset[str]:
         self.load()
