@@ -42,17 +42,17 @@ AUDIO_SUFFIXES = {".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".webm", ".a
 WHY = {
     "ocr": "The server adds the upload, one pytesseract process spawn with a temporary TSV file"
     " and the JSON Schema check of the reply; compare the rounds in the log for noise.",
-    "pdf": "Two pages are OCR'd at once and rendering is cheap (about 0.1 s per 300-dpi page"
-    " with its PNG save, serialised by the PDFium lock), so about 0.55x is reachable on two free"
-    " cores: a quiet round of an earlier run reached 0.59x. What is left is the other work on"
-    " this machine taking a share of the two cores (see the load average above).",
+    "pdf": "Two pages are OCR'd at once and rendering is cheap (about 0.1 s per 300-dpi page,"
+    " serialised by the PDFium lock), so about 0.55x is reachable on two free cores (0.61x in a"
+    " quiet run); what is left is other work on the machine taking a share of the two cores (see"
+    " the load average above).",
     "speech": "The server decodes the upload with PyAV into one buffer, writes it to a temporary"
     " file first and checks the reply against the JSON Schema; compare the rounds in the log.",
-    "scale": "CPU-bound work cannot pass 2.0x on 2 cores, and only while both cores are free: with"
-    " 1 client a core is left for the rest of the machine, at 4 clients the other work on it takes"
-    " its share from this benchmark (see the load average). gthread workers also accept a"
-    " connection while their engine slot is busy, so two requests can queue on one worker while"
-    " the other idles (look for a 2-client p95 near twice the 1-client p50).",
+    "scale": "CPU-bound work cannot pass 2.0x on 2 cores, and less when other processes take"
+    " CPU (see the last column of the throughput table). One transcription alone already uses"
+    " about 1.1 cores (numpy's OpenBLAS threads in the feature extraction: CPU/wall 1.12"
+    " in-process, 1.00 with OPENBLAS_NUM_THREADS=1 at the same speed), which lowers the ceiling"
+    " for speech to about 1.8x; repeated 1-vs-4-client runs on a quiet machine gave 1.73-1.97x.",
     "p95": "Requests queue behind the engine slot of the worker that accepted them; see the"
     " scaling note.",
     "health": "/healthz shares the worker's GIL with the engine thread's Python parts.",
