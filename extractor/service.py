@@ -20,11 +20,20 @@ from typing import TypeVar
 
 import numpy as np
 
-from .asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript
+from .asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
+from .asr.base import TimedWord
 from .config import Settings
 from .errors import EngineTimeout, InvalidParameter, ServiceBusy
 from .importable import Document, DocumentKind, Line, Page, Word
-from .media import MediaKind, PageImage, PdfPages, Sniffed, decode_audio, image_pages
+from .media import (
+    SAMPLE_RATE,
+    MediaKind,
+    PageImage,
+    PdfPages,
+    Sniffed,
+    decode_audio,
+    image_pages,
+)
 from .ocr import OcrOptions, TesseractEngine
 
 log = logging.getLogger(__name__)
@@ -268,11 +277,59 @@ class Extractor:
         )  # fmt: skip
 
     def _transcribe(self, samples: np.ndarray, options: TranscribeOptions) -> Transcript:
+        """Transcribe in windows of at most ``CHUNK_SECONDS``, cut at quiet moments.
+
+        Whisper's feature extraction and the VAD both work on the whole signal at once, which
+        for ten minutes of audio peaked at ~500 MB above the worker's RSS; windows bound that,
+        and a cancelled request stops at the next window for either engine.
+        """
         self.speech.load()  # a no-op once loaded at worker start
-        return self.speech.transcribe(samples, options)
+        segments: list[TranscriptSegment] = []
+        language = None
+        for start, end in quiet_windows(samples, CHUNK_SECONDS * SAMPLE_RATE):
+            if options.cancel is not None and options.cancel.is_set():
+                raise EngineTimeout("transcription took longer than the request timeout")
+            part = self.speech.transcribe(samples[start:end], options)
+            offset = start / SAMPLE_RATE
+            segments += [shift(segment, offset) for segment in part.segments]
+            language = language or part.language
+        return Transcript(tuple(segments), language)
 
     def close(self) -> None:
         self.gate.shutdown()
+
+
+CHUNK_SECONDS = 120  # longest window transcribed in one engine call
+QUIET_SEARCH_SECONDS = 10  # how far back from a window's end to look for a quiet cut
+QUIET_FRAME = SAMPLE_RATE // 20  # 50 ms frames when looking for the quietest moment
+
+
+def quiet_windows(samples: np.ndarray, longest: int) -> list[tuple[int, int]]:
+    """Split ``samples`` into windows of at most ``longest`` samples, each cut at the quietest
+    50 ms of the last ``QUIET_SEARCH_SECONDS`` before its limit, so no word is cut in half."""
+    windows = []
+    start, total = 0, len(samples)
+    search = min(QUIET_SEARCH_SECONDS * SAMPLE_RATE, longest // 2)
+    while total - start > longest:
+        low = start + longest - search
+        frames = samples[low : start + longest]
+        usable = len(frames) // QUIET_FRAME * QUIET_FRAME
+        energy = np.square(frames[:usable].reshape(-1, QUIET_FRAME)).mean(axis=1)
+        cut = low + int(np.argmin(energy)) * QUIET_FRAME + QUIET_FRAME // 2
+        windows.append((start, cut))
+        start = cut
+    windows.append((start, total))
+    return windows
+
+
+def shift(segment: TranscriptSegment, seconds: float) -> TranscriptSegment:
+    """``segment`` moved ``seconds`` later: a window's times made relative to the whole audio."""
+    return TranscriptSegment(
+        segment.start + seconds,
+        segment.end + seconds,
+        segment.text,
+        tuple(TimedWord(w.text, w.start + seconds, w.end + seconds) for w in segment.words),
+    )
 
 
 def transcript_lines(
