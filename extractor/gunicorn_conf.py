@@ -9,8 +9,10 @@ from gunicorn.workers.gthread import ThreadWorker
 
 from .config import Settings
 
-# How long a worker whose engine is busy waits before competing for a new connection.
-BUSY_ACCEPT_DELAY = 0.005  # seconds
+# How long a worker waits before competing for a new connection, per extraction it already has,
+# and at most: the least loaded worker wins, and a health check waits no longer than the cap.
+BUSY_ACCEPT_DELAY = 0.005  # seconds per pending extraction
+MAX_ACCEPT_DELAY = 0.025  # seconds
 
 
 class EngineAwareThreadWorker(ThreadWorker):
@@ -19,15 +21,16 @@ class EngineAwareThreadWorker(ThreadWorker):
     Every worker's main loop waits on the same listening socket and the kernel wakes them all,
     so which one accepts is a coin toss: two requests can queue behind one engine while another
     worker's engine sits idle. A worker with extractions pending hesitates a few milliseconds
-    before accepting; an idle worker wins the race, and when all are busy one still accepts at
-    once (health checks wait at most that delay).
+    per pending extraction before accepting, so an idle worker wins the race and, when all are
+    busy, the least loaded one does (health checks wait at most ``MAX_ACCEPT_DELAY``).
     """
 
     def accept(self, listener: Any) -> None:
         extensions = getattr(self.wsgi, "extensions", {})
         extractor = extensions.get("extractor")
-        if extractor is not None and extractor.gate.pending > 0:
-            time.sleep(BUSY_ACCEPT_DELAY)
+        pending = extractor.gate.pending if extractor is not None else 0
+        if pending:
+            time.sleep(min(BUSY_ACCEPT_DELAY * pending, MAX_ACCEPT_DELAY))
         super().accept(listener)
 
 
