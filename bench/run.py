@@ -59,10 +59,12 @@ WHY = {
     "growth": "glibc keeps the heap freed by a request (decoded audio, features, rendered pages)"
     " instead of returning it to the system; in-process, malloc_trim(0) after a 60 s"
     " transcription gives back 67 of 127 MB and after a 10-page PDF 43 of 45 MB.",
-    "rss": "faster-whisper computes the log-mel features, and Silero VAD its windows, for the whole"
-    " file at once: about +230 MB peak for 60 s and +500 MB for 10 min above the loaded model"
-    " (measured in-process), so only short inputs stay under 250 MB; the steady state after many"
-    " short requests is the steady-state row.",
+    "rss": "A ready worker already holds about 215 MB (model, VAD and Tesseract bindings warmed),"
+    " so 250 MB leaves about 35 MB per request. A 60 s transcription alone peaks about 220 MB"
+    " higher: faster-whisper computes the log-mel features (about 50 MB of intermediates per"
+    " minute) and Silero VAD its windows for a whole window of audio at once; a 10-page PDF peaks"
+    " about 180 MB higher. Only short inputs stay under 250 MB; the steady state after many short"
+    " requests is the steady-state row.",
     "long": "See the decoder row of the memory table.",
 }
 
