@@ -10,14 +10,10 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Any
 
-import jsonschema
-
-import extractor
 from extractor.labeling.errors import JobFailure
+from extractor.schemas import importable_errors
 
 # `Speaker 1: good morning`: a short name starting with a letter, so `10:30 call` stays text.
 SPEAKER_PREFIX = re.compile(r"^(?P<speaker>[^\W\d_][\w .'-]{0,39}?)\s*:\s+(?P<text>\S.*)$")
@@ -25,20 +21,6 @@ SPEAKER_PREFIX = re.compile(r"^(?P<speaker>[^\W\d_][\w .'-]{0,39}?)\s*:\s+(?P<te
 # The document type of TOKEN_BASED projects (extractor replies are BOUNDING_BOX or TIMESTAMP).
 TOKEN_BASED_TYPE = "TOKEN_BASED"
 KIND_TO_TYPE = {"OCR": "BOUNDING_BOX", "AUDIO": "TIMESTAMP", "TOKEN_BASED": TOKEN_BASED_TYPE}
-
-
-def schemas_dir() -> Path:
-    """The repository's ``schemas/`` folder, where the contracts live as files."""
-    return Path(extractor.__file__).resolve().parent.parent / "schemas"
-
-
-@cache
-def importable_validator() -> jsonschema.protocols.Validator:
-    """One validator for extractor JSON replies, built (and its schema checked) once."""
-    schema = json.loads((schemas_dir() / "importable.schema.json").read_text("utf-8"))
-    validator_class = jsonschema.validators.validator_for(schema)
-    validator_class.check_schema(schema)
-    return validator_class(schema)
 
 
 def cell(
@@ -111,12 +93,10 @@ def importable_from_reply(
             document = json.loads(content)
         except (UnicodeDecodeError, ValueError) as exc:
             raise JobFailure("the extractor replied invalid JSON", document=name) from exc
-        errors = sorted(importable_validator().iter_errors(document), key=lambda e: list(e.path))
+        errors = importable_errors(document, limit=1)
         if errors:
-            where = "/".join(str(part) for part in errors[0].absolute_path) or "(root)"
             raise JobFailure(
-                f"the extractor's JSON reply is not in the Importable format: at {where}: "
-                f"{errors[0].message[:300]}",
+                f"the extractor's JSON reply is not in the Importable format: at {errors[0][:300]}",
                 document=name,
             )
         expected = KIND_TO_TYPE[kind]

@@ -18,9 +18,9 @@ from ariadne import (
 from graphql import GraphQLError, GraphQLResolveInfo, GraphQLSchema
 
 from extractor.labeling.auth import Caller
-from extractor.labeling.documents import schemas_dir
 from extractor.labeling.errors import InternalServerError, LabelingError, UserInputError
 from extractor.labeling.service import LabelingService
+from extractor.schemas import SCHEMAS_DIR
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ request_error_log = RequestErrorLog(log, {})
 @cache
 def labeling_schema() -> GraphQLSchema:
     """The executable schema from ``schemas/labeling.graphql``, built once per process."""
-    sdl = load_schema_from_path(str(schemas_dir() / "labeling.graphql"))
+    sdl = load_schema_from_path(str(SCHEMAS_DIR / "labeling.graphql"))
     return make_executable_schema(sdl, query, mutation, json_scalar, upload_scalar)
 
 

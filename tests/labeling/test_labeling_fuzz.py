@@ -14,12 +14,12 @@ from labeling_support import fast_settings
 
 from extractor.labeling.app import create_labeling_app
 from extractor.labeling.auth import add_user
-from extractor.labeling.documents import schemas_dir
+from extractor.schemas import SCHEMAS_DIR
 
 # A dev dependency (schemathesis brings it too); without it this one test is skipped.
 from_schema = pytest.importorskip("hypothesis_graphql").from_schema
 
-SDL = (schemas_dir() / "labeling.graphql").read_text()
+SDL = (SCHEMAS_DIR / "labeling.graphql").read_text()
 # Literal values for our custom scalars: uploads cannot be literals, so none is sent.
 SCALARS = {
     "Upload": st.just(graphql.NullValueNode()),
