@@ -8,6 +8,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from extractor.labeling.outbound import OutboundSettings
+
 ENV_PREFIX = "EXTRACTOR_LABELING_"
 
 
@@ -36,17 +38,17 @@ class LabelingSettings:
     # claims of one job before it is failed for good (a job that keeps killing its worker)
     job_max_attempts: int = 5
     # seconds to resolve and connect to a custom or prediction API
-    outbound_connect_timeout: float = 10.0
-    # seconds an API may stay silent mid-reply; above the extractor's own 600 s request limit
-    outbound_read_timeout: float = 920.0
+    outbound_connect_timeout: float = OutboundSettings.connect_timeout
+    # seconds an API may stay silent mid-reply; above the extractor's own 900 s request limit
+    outbound_read_timeout: float = OutboundSettings.read_timeout
     # seconds for one whole call: every attempt, redirect and backoff wait together
-    outbound_total_timeout: float = 1200.0
+    outbound_total_timeout: float = OutboundSettings.total_timeout
     # seconds before the first retry, doubling each time (Retry-After wins when sent)
-    outbound_backoff_seconds: float = 0.5
+    outbound_backoff_seconds: float = OutboundSettings.backoff_base
     # bytes; a longer reply fails the job rather than filling memory
-    outbound_max_reply_bytes: int = 32 * 1024 * 1024
+    outbound_max_reply_bytes: int = OutboundSettings.max_reply_bytes
     # further attempts after a connection error, 429 or 5xx, with exponential backoff
-    outbound_retries: int = 3
+    outbound_retries: int = OutboundSettings.retries
     # bytes; one GraphQL request with all its uploads (413 above)
     max_upload_bytes: int = 200 * 1024 * 1024
     # Run Alembic migrations when `serve`, `worker` or `add-user` start.

@@ -295,7 +295,7 @@ class OutboundSettings:
     # Seconds for one connection: DNS resolution, then the TCP (and TLS) handshake.
     connect_timeout: float = 10.0
     # Seconds the server may stay silent while we wait for more of its reply; a little over the
-    # extractor's own default request_timeout (600 s), so its 504 arrives rather than our timeout.
+    # extractor's own default request_timeout (900 s), so its 504 arrives rather than our timeout.
     read_timeout: float = 920.0
     # Seconds one send of request bytes may block.
     write_timeout: float = 60.0
