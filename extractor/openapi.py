@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from pathlib import Path
+from importlib.resources.abc import Traversable
 from typing import Any
 
 import yaml
@@ -29,12 +29,12 @@ def load_openapi() -> dict[str, Any]:
 @functools.cache
 def _document() -> dict[str, Any]:
     document = yaml.safe_load(OPENAPI_FILE.read_text(encoding="utf-8"))
-    inlined = _inline_files(document, "#", OPENAPI_FILE.parent)
+    inlined = _inline_files(document, "#", SCHEMAS_DIR)
     assert isinstance(inlined, dict)
     return inlined
 
 
-def _inline_files(node: Any, pointer: str, base: Path) -> Any:
+def _inline_files(node: Any, pointer: str, base: Traversable) -> Any:
     """Replace each ``{"$ref": "<file>"}`` under ``node`` (at JSON pointer ``pointer``) by the
     file's JSON Schema."""
     if isinstance(node, list):

@@ -1,22 +1,47 @@
-"""The contract files under ``schemas/``, loaded and checked once per process."""
+"""The contract files under ``schemas/``, loaded and checked once per process.
+
+``schemas/`` sits at the top of the repository because it is the contract people read; the wheel
+carries it as the package ``extractor.contracts`` (mapped in ``pyproject.toml``), so an installed
+extractor reads it through ``importlib.resources`` wherever pip put it.
+"""
 
 from __future__ import annotations
 
 import functools
 import json
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import jsonschema_rs
 
-SCHEMAS_DIR = Path(__file__).resolve().parent.parent / "schemas"
+CONTRACTS_PACKAGE = "extractor.contracts"
+
+
+def contracts_dir() -> Traversable:
+    """Where the contract files are: the checkout's ``schemas/`` when running from a source tree,
+    else the installed ``extractor.contracts`` package.
+
+    The checkout comes first so that a source tree on ``PYTHONPATH`` reads its own files, never
+    those of whichever tree an editable install happens to point at.
+    """
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "schemas").is_dir():
+        return checkout / "schemas"
+    return resources.files(CONTRACTS_PACKAGE)
+
+
+SCHEMAS_DIR = contracts_dir()
 
 
 @functools.cache
 def importable_schema() -> dict[str, Any]:
     """The Importable JSON Schema (draft 2020-12), checked against its meta-schema."""
-    schema: dict[str, Any] = json.loads((SCHEMAS_DIR / "importable.schema.json").read_text())
+    schema: dict[str, Any] = json.loads(
+        (SCHEMAS_DIR / "importable.schema.json").read_text(encoding="utf-8")
+    )
     jsonschema.Draft202012Validator.check_schema(schema)
     return schema
 

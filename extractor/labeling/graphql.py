@@ -11,7 +11,6 @@ from ariadne import (
     MutationType,
     QueryType,
     ScalarType,
-    load_schema_from_path,
     make_executable_schema,
     upload_scalar,
 )
@@ -149,7 +148,8 @@ request_error_log = RequestErrorLog(log, {})
 @cache
 def labeling_schema() -> GraphQLSchema:
     """The executable schema from ``schemas/labeling.graphql``, built once per process."""
-    sdl = load_schema_from_path(str(SCHEMAS_DIR / "labeling.graphql"))
+    # Read as text, not by path: an installed package's resource need not be a file on disk.
+    sdl = (SCHEMAS_DIR / "labeling.graphql").read_text(encoding="utf-8")
     return make_executable_schema(sdl, query, mutation, json_scalar, upload_scalar)
 
 
