@@ -1,7 +1,8 @@
 # Two commands do everything on a fresh machine: `make run` and `make test`.
 # Debian packages are installed with apt only where missing; the venv is (re)built only when
 # pyproject.toml changed. torch is pinned first: an unpinned torch (as openai-whisper asks for)
-# would pull a several-GB CUDA build.
+# would pull a several-GB CUDA build. openai-whisper comes without its dependencies (the `openai`
+# extra lists what it needs on CPU): its metadata pulls triton, 1 GB of GPU kernels, on x86_64.
 
 SHELL := /bin/bash
 PYTHON ?= python3.11
@@ -28,11 +29,14 @@ apt-runtime:
 apt-dev:
 	@bash .ci/apt-ensure $(RUNTIME_DEBS) $(DEV_DEBS)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements/openai-whisper.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(TORCH)
 	$(BIN)/python -m pip install --quiet -e '.[openai,postgres,dev]' $(TORCH)
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements/openai-whisper.txt
+	@# A venv built before openai-whisper came without its dependencies still holds triton.
+	$(BIN)/python -m pip uninstall --quiet --yes triton 2>/dev/null || true
 	@touch $(STAMP)
 
 run: install
