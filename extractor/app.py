@@ -14,6 +14,7 @@ from typing import Any
 from flask import Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from . import metrics_view
 from .config import Settings
 from .errors import (
     EmptyUpload,
@@ -56,6 +57,7 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
     app.register_error_handler(HTTPException, _http_error)
     app.before_request(_start_request)
     app.after_request(_log_request)
+    metrics_view.init_app(app)
 
     @app.post("/extract")
     def extract() -> Response:
@@ -103,7 +105,9 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
                 response = jsonify(body)
             else:
                 response = Response(render(document), content_type=reply_format.media_type)
-        g.log_fields.update(lines=len(document.lines), pages=len(document.pages))
+        g.log_fields.update(
+            lines=len(document.lines), pages=len(document.pages), audio_ms=document.duration_ms
+        )
         response.vary.add("Accept")
         return response
 

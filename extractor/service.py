@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from . import metrics
 from .asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
 from .asr.base import TimedWord
 from .config import Settings
@@ -85,11 +86,13 @@ class EngineGate:
     def run(self, job: Callable[[], T], deadline: float, cancel: threading.Event) -> T:
         with self._lock:
             if self._pending >= self._limit:
+                metrics.BUSY_REFUSALS.inc()
                 raise ServiceBusy(
                     "every engine slot and queue place is taken; retry shortly",
                     headers={"Retry-After": "5"},
                 )
             self._pending += 1
+            metrics.QUEUE_DEPTH.inc()
         future = self._executor.submit(_then_trim_heap, job)
         future.add_done_callback(self._release)
         try:
@@ -102,6 +105,7 @@ class EngineGate:
     def _release(self, _future: Future[T]) -> None:
         with self._lock:
             self._pending -= 1
+            metrics.QUEUE_DEPTH.dec()
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -151,7 +155,9 @@ class Extractor:
         started = time.monotonic()
         self._ocr_status = self.ocr.check()
         self.speech.load()
-        log.info("engines ready", extra={"load_s": round(time.monotonic() - started, 2)})
+        seconds = time.monotonic() - started
+        metrics.ENGINE_LOAD_SECONDS.set(seconds)
+        log.info("engines ready", extra={"load_s": round(seconds, 2)})
 
     def readiness(self) -> tuple[bool, dict[str, object]]:
         """Whether this worker can serve every kind of file, and the details why not."""
