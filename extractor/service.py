@@ -48,6 +48,8 @@ class ExtractOptions:
     language: str | None = None  # audio: ISO 639-1, overrides EXTRACTOR_ASR_LANGUAGE
     speakers: str | None = None  # audio: "channels" transcribes each stereo channel as a speaker
     word_timestamps: bool = False  # audio: each word's time span in the cell's metadata
+    prompt: str | None = None  # audio: text that conditions the transcription (OpenAI 'prompt')
+    temperature: float | None = None  # audio: decoding temperature; None keeps the fallback
 
 
 @dataclass
@@ -262,6 +264,8 @@ class Extractor:
             beam_size=self.settings.asr_beam_size,
             vad=self.settings.asr_vad,
             word_timestamps=options.word_timestamps,
+            prompt=options.prompt,
+            temperature=options.temperature,
             cancel=cancel,
         )
         lines: list[Line] = []
@@ -335,6 +339,7 @@ def shift(segment: TranscriptSegment, seconds: float) -> TranscriptSegment:
         segment.end + seconds,
         segment.text,
         tuple(TimedWord(w.text, w.start + seconds, w.end + seconds) for w in segment.words),
+        segment.detail,
     )
 
 
@@ -364,6 +369,7 @@ def transcript_lines(
                 end_ms=end,
                 speaker=speaker,
                 word_timings=options.word_timestamps,
+                detail=segment.detail,
             )
         )
         previous_start = start
