@@ -15,7 +15,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RUNTIME_DEBS := tesseract-ocr tesseract-ocr-eng
 # Test and demo tools: speech for fixtures, more OCR languages, PostgreSQL, a real browser.
 DEV_DEBS := espeak-ng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-ita fonts-dejavu-core \
-            postgresql chromium chromium-driver poppler-utils curl jq
+            postgresql chromium chromium-driver poppler-utils curl jq prometheus
 
 .PHONY: install install-dev run test lint typecheck bench clean settings-table
 

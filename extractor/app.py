@@ -7,13 +7,15 @@ import logging
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from flask import Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from . import metrics_view, openai_api
 from .config import Settings
 from .errors import (
     EmptyUpload,
@@ -25,7 +27,7 @@ from .errors import (
 )
 from .importable import to_importable, to_srt, to_text, to_vtt
 from .logs import configure_logging
-from .media import MediaKind, sniff
+from .media import MediaKind, Sniffed, sniff
 from .negotiate import JSON, SRT, TEXT, VTT, choose_format
 from .openapi import load_openapi
 from .schemas import importable_validator
@@ -56,35 +58,15 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
     app.register_error_handler(HTTPException, _http_error)
     app.before_request(_start_request)
     app.after_request(_log_request)
+    metrics_view.init_app(app)
+    app.register_blueprint(openai_api.blueprint)
 
     @app.post("/extract")
     def extract() -> Response:
         _authorize(settings)
-        upload = request.files.get("upload")
-        if upload is None:
-            others = ", ".join(sorted(request.files)) or "none"
-            raise MissingUpload(
-                "expected multipart/form-data with a file field named 'upload'"
-                f" (file fields received: {others})"
-            )
         options = _extract_options(request.args)
         timings: Timings = g.timings
-        with tempfile.TemporaryDirectory(prefix="extractor-", dir=settings.tmp_dir) as tmp:
-            workdir = Path(tmp)
-            path = workdir / "upload"
-            with timings.stage("receive"):
-                upload.save(path)
-                upload.close()
-            size = path.stat().st_size
-            if size == 0:
-                raise EmptyUpload("the uploaded file 'upload' is empty")
-            if size > settings.max_upload_bytes:
-                raise PayloadTooLarge(
-                    f"the upload has {size} bytes; the limit is {settings.max_upload_bytes}"
-                )
-            with path.open("rb") as fh:
-                sniffed = sniff(fh.read(2048))
-            g.log_fields.update(kind=sniffed.kind.value, media=sniffed.format, bytes=size)
+        with receive_upload("upload") as (path, name, sniffed, workdir):
             reply_format = choose_format(
                 request.headers.get("Accept"),
                 request.args.get("format"),
@@ -92,7 +74,6 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
                 audio=sniffed.kind is MediaKind.AUDIO,
             )
             g.log_fields["format"] = reply_format.name
-            name = upload.filename or "upload"
             document = extractor.extract(path, name, sniffed, workdir, options, timings)
         with timings.stage("render"):
             render = RENDERERS[reply_format.name]
@@ -103,7 +84,9 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
                 response = jsonify(body)
             else:
                 response = Response(render(document), content_type=reply_format.media_type)
-        g.log_fields.update(lines=len(document.lines), pages=len(document.pages))
+        g.log_fields.update(
+            lines=len(document.lines), pages=len(document.pages), audio_ms=document.duration_ms
+        )
         response.vary.add("Accept")
         return response
 
@@ -133,6 +116,40 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
         return send_from_directory(STATIC_DIR, name)
 
     return app
+
+
+@contextmanager
+def receive_upload(field: str) -> Iterator[tuple[Path, str, Sniffed, Path]]:
+    """Save the multipart file ``field`` into a fresh work dir and say what it is.
+
+    Yields the saved path, the client's file name, what its bytes are and the work dir, which
+    is removed (with everything an engine wrote there) when the block ends.
+    """
+    settings: Settings = current_app.config["SETTINGS"]
+    upload = request.files.get(field)
+    if upload is None:
+        others = ", ".join(sorted(request.files)) or "none"
+        raise MissingUpload(
+            f"expected multipart/form-data with a file field named {field!r}"
+            f" (file fields received: {others})"
+        )
+    with tempfile.TemporaryDirectory(prefix="extractor-", dir=settings.tmp_dir) as tmp:
+        workdir = Path(tmp)
+        path = workdir / "upload"
+        with g.timings.stage("receive"):
+            upload.save(path)
+            upload.close()
+        size = path.stat().st_size
+        if size == 0:
+            raise EmptyUpload(f"the uploaded file {field!r} is empty")
+        if size > settings.max_upload_bytes:
+            raise PayloadTooLarge(
+                f"the upload has {size} bytes; the limit is {settings.max_upload_bytes}"
+            )
+        with path.open("rb") as fh:
+            sniffed = sniff(fh.read(2048))
+        g.log_fields.update(kind=sniffed.kind.value, media=sniffed.format, bytes=size)
+        yield path, upload.filename or "upload", sniffed, workdir
 
 
 def _authorize(settings: Settings) -> None:

@@ -48,12 +48,21 @@ def _serve(args: argparse.Namespace) -> int:
     # worker (measured: 1.12 cores per transcription instead of 1.00, for no speed-up). It
     # reads this when numpy is first imported, which the next line does.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    settings = _settings_from(args)
+    # The workers' shared metrics directory must be in the environment before anything imports
+    # prometheus-client, which picks its multiprocess storage at import.
+    from .metrics_dir import prepare_multiprocess_dir, remove_multiprocess_dir
+
+    metrics_dir = prepare_multiprocess_dir(settings.tmp_dir) if settings.metrics else None
     from .app import create_app
     from .gunicorn_conf import gunicorn_options
     from .serving import serve
 
-    settings = _settings_from(args)
-    serve(lambda: create_app(settings), gunicorn_options(settings))
+    try:
+        serve(lambda: create_app(settings), gunicorn_options(settings))
+    finally:
+        if metrics_dir is not None:
+            remove_multiprocess_dir(metrics_dir)
     return 0
 
 

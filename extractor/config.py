@@ -65,6 +65,12 @@ class Settings:
         None, "Directory for per-request temporary files (default: the system's)."
     )
     log_level: str = _setting("info", "Log level (debug, info, warning, error).")
+    metrics: bool = _setting(True, "Serve Prometheus metrics at GET /metrics.")
+    metrics_require_secret: bool = _setting(
+        False,
+        "Put /metrics behind EXTRACTOR_SECRET too (off: scrapers need no secret, and the"
+        " numbers hold no request content).",
+    )
     # -- limits ---------------------------------------------------------------------------
     max_upload_bytes: int = _setting(200 * 1024 * 1024, "Largest accepted upload in bytes (413).")
     max_pages: int = _setting(100, "Most pages (PDF pages, TIFF frames) in one document (413).")

@@ -58,6 +58,7 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         # The heartbeat file lives in memory rather than on a possibly slow disk.
         "worker_tmp_dir": "/dev/shm",
         "post_worker_init": _load_engines,
+        "child_exit": _worker_exited,
         "accesslog": None,  # the app logs one structured line per request itself
         "errorlog": "-",
         "loglevel": settings.log_level,
@@ -74,3 +75,10 @@ def _load_engines(worker: Any) -> None:
     extractor = app.extensions.get("extractor") if hasattr(app, "extensions") else None
     if extractor is not None:
         extractor.load()
+
+
+def _worker_exited(_server: Any, worker: Any) -> None:
+    """Drop a dead worker's live gauges from the metrics; its counters stay in the sums."""
+    from .metrics import worker_exited
+
+    worker_exited(worker.pid)

@@ -7,7 +7,7 @@ Engines build a ``Document``; the HTTP layer renders it. Every format comes from
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -58,6 +58,9 @@ class Line:
     end_ms: int | None = None  # audio: when it ends, in milliseconds
     speaker: str | None = None  # audio: "Speaker 1", where known
     word_timings: bool = False  # audio: put each word's time span in the cell's metadata
+    # audio: the engine's own numbers for the segment (see TranscriptSegment.detail); not part
+    # of the Importable format, shown only by renderings that have a place for them
+    detail: Mapping[str, Any] | None = field(default=None, compare=False)
 
     @property
     def tokens(self) -> list[str]:

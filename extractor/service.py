@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from . import metrics
 from .asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
 from .asr.base import TimedWord
 from .config import Settings
@@ -47,6 +48,8 @@ class ExtractOptions:
     language: str | None = None  # audio: ISO 639-1, overrides EXTRACTOR_ASR_LANGUAGE
     speakers: str | None = None  # audio: "channels" transcribes each stereo channel as a speaker
     word_timestamps: bool = False  # audio: each word's time span in the cell's metadata
+    prompt: str | None = None  # audio: text that conditions the transcription (OpenAI 'prompt')
+    temperature: float | None = None  # audio: decoding temperature; None keeps the fallback
 
 
 @dataclass
@@ -85,11 +88,13 @@ class EngineGate:
     def run(self, job: Callable[[], T], deadline: float, cancel: threading.Event) -> T:
         with self._lock:
             if self._pending >= self._limit:
+                metrics.BUSY_REFUSALS.inc()
                 raise ServiceBusy(
                     "every engine slot and queue place is taken; retry shortly",
                     headers={"Retry-After": "5"},
                 )
             self._pending += 1
+            metrics.QUEUE_DEPTH.inc()
         future = self._executor.submit(_then_trim_heap, job)
         future.add_done_callback(self._release)
         try:
@@ -102,6 +107,7 @@ class EngineGate:
     def _release(self, _future: Future[T]) -> None:
         with self._lock:
             self._pending -= 1
+            metrics.QUEUE_DEPTH.dec()
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -151,7 +157,9 @@ class Extractor:
         started = time.monotonic()
         self._ocr_status = self.ocr.check()
         self.speech.load()
-        log.info("engines ready", extra={"load_s": round(time.monotonic() - started, 2)})
+        seconds = time.monotonic() - started
+        metrics.ENGINE_LOAD_SECONDS.set(seconds)
+        log.info("engines ready", extra={"load_s": round(seconds, 2)})
 
     def readiness(self) -> tuple[bool, dict[str, object]]:
         """Whether this worker can serve every kind of file, and the details why not."""
@@ -256,6 +264,8 @@ class Extractor:
             beam_size=self.settings.asr_beam_size,
             vad=self.settings.asr_vad,
             word_timestamps=options.word_timestamps,
+            prompt=options.prompt,
+            temperature=options.temperature,
             cancel=cancel,
         )
         lines: list[Line] = []
@@ -329,6 +339,7 @@ def shift(segment: TranscriptSegment, seconds: float) -> TranscriptSegment:
         segment.end + seconds,
         segment.text,
         tuple(TimedWord(w.text, w.start + seconds, w.end + seconds) for w in segment.words),
+        segment.detail,
     )
 
 
@@ -358,6 +369,7 @@ def transcript_lines(
                 end_ms=end,
                 speaker=speaker,
                 word_timings=options.word_timestamps,
+                detail=segment.detail,
             )
         )
         previous_start = start

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -24,6 +25,9 @@ class TranscriptSegment:
     end: float  # seconds
     text: str
     words: tuple[TimedWord, ...] = ()
+    # The decoder's own numbers for this segment (Whisper: tokens, temperature, avg_logprob,
+    # compression_ratio, no_speech_prob), for renderings that show them (OpenAI verbose_json).
+    detail: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,8 @@ class TranscribeOptions:
     beam_size: int = 5  # 1 is greedy decoding
     vad: bool = True  # drop silence and noise before decoding
     word_timestamps: bool = False  # also time every word
+    prompt: str | None = None  # text that conditions the first window (spelling, names, style)
+    temperature: float | None = None  # None or 0: greedy/beam with Whisper's fallback schedule
     cancel: threading.Event | None = field(default=None, compare=False)  # set: stop early
 
 

@@ -95,6 +95,8 @@ class FasterWhisperEngine:
                 beam_size=options.beam_size,
                 vad_filter=options.vad,
                 word_timestamps=options.word_timestamps,
+                initial_prompt=options.prompt,
+                **_temperature(options.temperature),
             )
             out = []
             for segment in segments:
@@ -103,7 +105,21 @@ class FasterWhisperEngine:
                 words = tuple(
                     TimedWord(w.word.strip(), w.start, w.end) for w in (segment.words or ())
                 )
-                out.append(TranscriptSegment(segment.start, segment.end, segment.text, words))
+                detail = {
+                    "tokens": list(segment.tokens),
+                    "temperature": segment.temperature,
+                    "avg_logprob": segment.avg_logprob,
+                    "compression_ratio": segment.compression_ratio,
+                    "no_speech_prob": segment.no_speech_prob,
+                }
+                out.append(
+                    TranscriptSegment(segment.start, segment.end, segment.text, words, detail)
+                )
         except (RuntimeError, ValueError) as exc:
             raise EngineFailure(f"faster-whisper failed: {exc}") from exc
         return Transcript(tuple(out), info.language)
+
+
+def _temperature(temperature: float | None) -> dict[str, Any]:
+    """Whisper's fallback schedule unless a positive temperature is asked for (OpenAI's rule)."""
+    return {"temperature": temperature} if temperature else {}

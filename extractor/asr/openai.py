@@ -88,7 +88,9 @@ class OpenAIWhisperEngine:
                 fp16=False,
                 word_timestamps=options.word_timestamps,
                 verbose=None,
+                initial_prompt=options.prompt,
                 **decode,
+                **_temperature(options.temperature),
             )
         except (RuntimeError, ValueError) as exc:
             raise EngineFailure(f"openai-whisper failed: {exc}") from exc
@@ -99,7 +101,8 @@ class OpenAIWhisperEngine:
             words = tuple(
                 TimedWord(w["word"].strip(), w["start"], w["end"]) for w in s.get("words", ())
             )
-            segments.append(TranscriptSegment(s["start"], s["end"], s["text"], words))
+            detail = {key: s[key] for key in SEGMENT_DETAIL if key in s}
+            segments.append(TranscriptSegment(s["start"], s["end"], s["text"], words, detail))
         return Transcript(tuple(segments), result.get("language"))
 
     def languages(self) -> frozenset[str]:
@@ -110,6 +113,14 @@ class OpenAIWhisperEngine:
 
     def _default_language(self) -> str | None:
         return None if self._model.is_multilingual else "en"
+
+
+SEGMENT_DETAIL = ("tokens", "temperature", "avg_logprob", "compression_ratio", "no_speech_prob")
+
+
+def _temperature(temperature: float | None) -> dict[str, Any]:
+    """openai-whisper's fallback schedule unless a positive temperature is asked for."""
+    return {"temperature": temperature} if temperature else {}
 
 
 def _overlaps(start: float, end: float, regions: list[tuple[float, float]]) -> bool:

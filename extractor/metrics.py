@@ -1,0 +1,81 @@
+"""Prometheus metrics of the extractor, added up across gunicorn workers.
+
+gunicorn runs several worker processes and a scrape reaches only one of them, so the numbers are
+kept in prometheus-client's multiprocess mode: ``extractor serve`` gives every worker one shared
+directory (``PROMETHEUS_MULTIPROC_DIR``, set before any worker imports prometheus-client) and
+``/metrics`` sums the files of all workers, the dead ones' counters included. Without that
+variable (tests with a Flask test client, ``extractor extract``) the process registry is used.
+
+Every label takes its value from a small closed set (the route rule, never the raw path; a
+media kind; a format name; a status code), so no client can grow the number of series.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    multiprocess,
+)
+
+from .metrics_dir import MULTIPROC_ENV
+
+# Seconds: health checks take milliseconds, a long recording or a big PDF many minutes.
+LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
+
+REQUESTS = Counter(
+    "extractor_requests",
+    "Requests answered, by route, media kind, reply format and HTTP status.",
+    ("route", "kind", "format", "status"),
+)
+LATENCY = Histogram(
+    "extractor_request_duration_seconds",
+    "Wall time from the request's first byte to its reply, by route.",
+    ("route",),
+    buckets=LATENCY_BUCKETS,
+)
+ENGINE_SECONDS = Histogram(
+    "extractor_engine_seconds",
+    "Time spent in the OCR or speech engine for one request, by media kind.",
+    ("kind",),
+    buckets=LATENCY_BUCKETS,
+)
+QUEUE_DEPTH = Gauge(
+    "extractor_queue_depth",
+    "Extractions running or waiting for an engine slot, summed over live workers.",
+    multiprocess_mode="livesum",
+)
+BUSY_REFUSALS = Counter(
+    "extractor_busy_refusals",
+    "Requests refused with 503 because every engine slot and queue place was taken.",
+)
+AUDIO_SECONDS = Counter("extractor_audio_seconds", "Seconds of audio transcribed.")
+PAGES = Counter("extractor_pages", "Pages (image frames, PDF pages) OCR'd.")
+ENGINE_LOAD_SECONDS = Gauge(
+    "extractor_engine_load_seconds",
+    "Seconds the newest worker took to load and warm its engines.",
+    multiprocess_mode="mostrecent",
+)
+
+
+def registry() -> CollectorRegistry:
+    """What a scrape shows: every worker's numbers under gunicorn, this process's otherwise."""
+    if not os.environ.get(MULTIPROC_ENV):
+        return REGISTRY
+    collected = CollectorRegistry()
+    multiprocess.MultiProcessCollector(collected)
+    return collected
+
+
+# -- the gunicorn side --------------------------------------------------------------------------
+
+
+def worker_exited(pid: int) -> None:
+    """Drop a dead worker's live gauges (its counters stay in the sums)."""
+    if os.environ.get(MULTIPROC_ENV):
+        multiprocess.mark_process_dead(pid)

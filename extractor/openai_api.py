@@ -1,0 +1,239 @@
+"""``POST /v1/audio/transcriptions``: OpenAI's transcription API in front of our speech engine.
+
+Clients written for OpenAI (its official SDKs, curl scripts, tools that take a ``base_url``)
+work unchanged: multipart ``file``, ``model``, ``language``, ``prompt``, ``temperature``,
+``response_format`` and ``timestamp_granularities[]``, errors in OpenAI's ``{"error": {...}}``
+shape. The request goes through the same receive step, engine gate, limits and secret as
+``POST /extract``; only the parameters and the renderings differ.
+
+Where OpenAI's documentation and the self-hosted servers differ we follow the servers users
+switch from (speaches, whisper-asr-webservice): ``model`` is accepted whatever it names and the
+configured engine answers; ``language`` in ``verbose_json`` is the ISO 639-1 code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Blueprint, Response, current_app, g, request
+from werkzeug.datastructures import MultiDict
+from werkzeug.exceptions import HTTPException
+
+from .errors import ExtractorError, InvalidParameter, Unauthorized, UnsupportedMedia
+from .importable import Document, to_srt, to_vtt
+from .media import MediaKind
+
+blueprint = Blueprint("openai", __name__, url_prefix="/v1")
+
+MAX_PROMPT_CHARS = 2000  # OpenAI reads 224 tokens of prompt; this bounds what we pass on
+MAX_MODEL_CHARS = 200  # the model name is only echoed into logs
+
+
+@dataclass(frozen=True)
+class TranscriptionRequest:
+    """The form fields of one call, checked."""
+
+    response_format: str
+    words: bool  # timestamp_granularities[] has "word"
+    segments: bool  # timestamp_granularities[] has "segment" (the default)
+    language: str | None
+    prompt: str | None
+    temperature: float | None
+
+
+def _json(document: Document, _request: TranscriptionRequest) -> Response:
+    return _json_reply({"text": _text(document)})
+
+
+def _plain(document: Document, _request: TranscriptionRequest) -> Response:
+    return Response(_text(document) + "\n", content_type="text/plain; charset=utf-8")
+
+
+def _verbose(document: Document, call: TranscriptionRequest) -> Response:
+    body: dict[str, Any] = {
+        "task": "transcribe",
+        "language": document.language,
+        "duration": (document.duration_ms or 0) / 1000,
+        "text": _text(document),
+    }
+    if call.segments:
+        body["segments"] = [_segment(n, line) for n, line in enumerate(document.lines)]
+    if call.words:
+        body["words"] = [
+            {"word": w.text, "start": (w.start_ms or 0) / 1000, "end": (w.end_ms or 0) / 1000}
+            for line in document.lines
+            for w in line.words
+        ]
+    return _json_reply(body)
+
+
+# response_format -> renderer; its keys are the values the API accepts.
+RENDERINGS: dict[str, Callable[[Document, TranscriptionRequest], Response]] = {
+    "json": _json,
+    "text": _plain,
+    "srt": lambda d, _r: Response(to_srt(d), content_type="application/x-subrip; charset=utf-8"),
+    "verbose_json": _verbose,
+    "vtt": lambda d, _r: Response(to_vtt(d), content_type="text/vtt; charset=utf-8"),
+}
+GRANULARITIES = ("segment", "word")
+
+
+def _text(document: Document) -> str:
+    return " ".join(line.content for line in document.lines)
+
+
+def _segment(number: int, line: Any) -> dict[str, Any]:
+    detail = dict(line.detail or {})
+    start, end = (line.start_ms or 0) / 1000, (line.end_ms or 0) / 1000
+    return {
+        "id": number,
+        "seek": int(start * 100),  # Whisper's seek counts 10 ms mel frames
+        "start": start,
+        "end": end,
+        "text": " " + line.content,
+        "tokens": list(detail.get("tokens", [])),
+        "temperature": detail.get("temperature", 0.0),
+        "avg_logprob": detail.get("avg_logprob"),
+        "compression_ratio": detail.get("compression_ratio"),
+        "no_speech_prob": detail.get("no_speech_prob"),
+    }
+
+
+def _json_reply(body: dict[str, Any]) -> Response:
+    return Response(json.dumps(body, ensure_ascii=False), content_type="application/json")
+
+
+def parse(form: MultiDict[str, str]) -> TranscriptionRequest:
+    """Check the form fields, naming the one that is wrong as OpenAI does (``param``)."""
+    model = form.get("model", "")
+    if len(model) > MAX_MODEL_CHARS:
+        raise InvalidField(f"model names are at most {MAX_MODEL_CHARS} characters", "model")
+    response_format = form.get("response_format") or "json"
+    if response_format not in RENDERINGS:
+        raise InvalidField(
+            f"response_format must be one of {', '.join(RENDERINGS)}, not {response_format!r}",
+            "response_format",
+        )
+    granularities = form.getlist("timestamp_granularities[]") or form.getlist(
+        "timestamp_granularities"
+    )
+    unknown = [name for name in granularities if name not in GRANULARITIES]
+    if unknown or len(granularities) > len(GRANULARITIES):
+        raise InvalidField(
+            f"timestamp_granularities[] takes 'segment' and/or 'word', not {unknown or granularities}",
+            "timestamp_granularities",
+        )
+    if granularities and response_format != "verbose_json":
+        raise InvalidField(
+            "timestamp_granularities[] needs response_format=verbose_json",
+            "timestamp_granularities",
+        )
+    language = form.get("language") or None
+    if language is not None and not (
+        language.isascii() and language.isalpha() and 2 <= len(language) <= 3
+    ):
+        raise InvalidField(
+            f"language must be an ISO 639-1 code such as 'en', not {language!r}", "language"
+        )
+    prompt = form.get("prompt") or None
+    if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
+        raise InvalidField(f"prompt is longer than {MAX_PROMPT_CHARS} characters", "prompt")
+    temperature = _temperature(form.get("temperature"))
+    return TranscriptionRequest(
+        response_format=response_format,
+        words="word" in granularities,
+        segments="segment" in granularities or not granularities,
+        language=language.lower() if language else None,
+        prompt=prompt,
+        temperature=temperature,
+    )
+
+
+def _temperature(raw: str | None) -> float | None:
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidField(
+            f"temperature must be a number from 0 to 1, not {raw!r}", "temperature"
+        ) from None
+    if not math.isfinite(value) or not 0 <= value <= 1:
+        raise InvalidField(f"temperature must be from 0 to 1, not {raw!r}", "temperature")
+    return value
+
+
+class InvalidField(InvalidParameter):
+    """A form field is wrong; ``param`` names it, as OpenAI's errors do."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+@blueprint.post("/audio/transcriptions")
+def transcriptions() -> Response:
+    from .app import _authorize, receive_upload
+
+    settings = current_app.config["SETTINGS"]
+    _authorize(settings)
+    call = parse(request.form)
+    g.log_fields["format"] = f"openai-{call.response_format}"
+    from .service import ExtractOptions
+
+    options = ExtractOptions(
+        language=call.language,
+        word_timestamps=call.words,
+        prompt=call.prompt,
+        temperature=call.temperature,
+    )
+    with receive_upload("file") as (path, name, sniffed, workdir):
+        if sniffed.kind is not MediaKind.AUDIO:
+            raise UnsupportedMedia(
+                f"the file is {sniffed.format or 'not a recognised format'}, not audio;"
+                " this endpoint transcribes speech (mp3, wav, flac, ogg, m4a, webm, ...)"
+            )
+        extractor = current_app.extensions["extractor"]
+        document = extractor.extract(path, name, sniffed, workdir, options, g.timings)
+    g.log_fields.update(lines=len(document.lines), audio_ms=document.duration_ms)
+    return RENDERINGS[call.response_format](document, call)
+
+
+# -- errors in OpenAI's shape ---------------------------------------------------------------
+
+
+def _error_body(status: int, message: str, code: str, param: str | None) -> Response:
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    response = _json_reply(
+        {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    )
+    response.status_code = status
+    return response
+
+
+@blueprint.errorhandler(ExtractorError)
+def _extractor_error(error: ExtractorError) -> Response:
+    from .app import _extractor_error as log_and_render
+
+    log_and_render(error)  # logs it, and reads any unread body as /extract does
+    code = "invalid_api_key" if isinstance(error, Unauthorized) else error.code
+    response = _error_body(error.status, error.message, code, getattr(error, "param", None))
+    response.headers.update(error.headers)
+    return response
+
+
+@blueprint.errorhandler(HTTPException)
+def _http_error(error: HTTPException) -> Response:
+    from .app import _http_error as render
+
+    ours = render(error)
+    detail = json.loads(ours.get_data())["error"]
+    response = _error_body(ours.status_code, detail["message"], detail["code"], None)
+    for header in ("Allow", "Connection"):
+        if header in ours.headers:
+            response.headers[header] = ours.headers[header]
+    return response
