@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -50,9 +51,18 @@ def _serve(args: argparse.Namespace) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .app import create_app
     from .gunicorn_conf import gunicorn_options
-    from .serving import serve
+    from .logs import configure_logging
+    from .serving import beyond_loopback, serve
 
     settings = _settings_from(args)
+    reachable = beyond_loopback(settings.bind)
+    if reachable and not settings.secret:
+        configure_logging(settings.log_level)
+        logging.getLogger("extractor.serve").warning(
+            "listening beyond loopback without EXTRACTOR_SECRET: anyone who can reach"
+            f" {', '.join(reachable)} can use the extractor; set EXTRACTOR_SECRET (or --secret)",
+            extra={"bind": settings.bind},
+        )
     serve(lambda: create_app(settings), gunicorn_options(settings))
     return 0
 

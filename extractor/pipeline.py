@@ -29,6 +29,7 @@ SNIFF_BYTES = 2048  # enough for every signature media.sniff knows
 UPLOAD_NAME = "upload"  # the name of a reply whose upload named no file
 # A Tesseract language is a traineddata file's stem: 'eng', 'chi_sim', 'deu_latf'.
 LANGUAGE_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_]{1,31}")
+LANGUAGE_SEPARATOR = re.compile(r"[+ ]")
 
 
 @contextmanager
@@ -125,13 +126,16 @@ def reply_name(filename: str | None) -> str:
 def parse_ocr_languages(value: str | None, installed: frozenset[str], most: int) -> str | None:
     """Check a client's ``deu+eng``: at most ``most`` well-formed codes, each installed.
 
-    Returns the '+'-joined codes without duplicates, or None when ``value`` is empty.
+    A space separates codes too: an unencoded ``+`` in a query string arrives as one, and
+    ``?ocr_languages=deu+eng`` should mean what it says. Returns the '+'-joined codes without
+    duplicates, or None when ``value`` is empty.
     """
     if not value:
         return None
-    codes = list(dict.fromkeys(value.split("+")))
+    codes = LANGUAGE_SEPARATOR.split(value)
     if len(codes) > most:
         raise InvalidParameter(f"ocr_languages names {len(codes)} languages; the limit is {most}")
+    codes = list(dict.fromkeys(codes))
     malformed = [c for c in codes if not LANGUAGE_CODE.fullmatch(c)]
     if malformed:
         shown = ", ".join(repr(c[:40]) for c in malformed[:most])
