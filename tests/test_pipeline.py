@@ -5,6 +5,7 @@ Requests go through the real app and the real Tesseract; the CLI runs as a real 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from support import PAGE_ONE, post_file
 
 from extractor import samples
 from extractor.errors import InvalidParameter
+from extractor.openapi import load_openapi
 from extractor.pipeline import UPLOAD_NAME, parse_ocr_languages, reply_name
 
 GERMAN = ["Grüße aus München über große Straßen", "Äpfel schmecken süß"]
@@ -165,3 +167,21 @@ def test_cli_extract_takes_the_pipeline_without_importing_the_web_layer(
     assert done.stdout.startswith("level\tpage_num\t")
     assert "Invoice" in done.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.png"]  # its workspace is gone
+
+
+@pytest.mark.parametrize(
+    "value", ["deu", "deu+eng", "deu eng", "chi_sim+eng", "../eng", "eng+", "e"]
+)
+def test_openapi_pattern_for_ocr_languages_agrees_with_the_parser(value: str) -> None:
+    (param,) = [
+        p
+        for p in load_openapi()["paths"]["/extract"]["post"]["parameters"]
+        if p.get("name") == "ocr_languages"
+    ]
+    documented = re.search(param["schema"]["pattern"], value) is not None
+    try:
+        parse_ocr_languages(value, INSTALLED | {"chi_sim"}, 3)
+        parsed = True
+    except InvalidParameter:
+        parsed = False
+    assert documented == parsed
