@@ -93,9 +93,12 @@ def _layout(document: Document) -> Iterator[tuple[Page, tuple[_Block, ...]]]:
     Lines keep the engine's reading order; consecutive lines with the same block and paragraph
     numbers form one paragraph. An engine that gives no numbers makes one block per page.
     """
-    boxed = [line for line in document.lines if any(w.box is not None for w in line.words)]
+    by_page: dict[int, list[Line]] = {}
+    for line in document.lines:
+        if any(w.box is not None for w in line.words):
+            by_page.setdefault(line.page_index or 0, []).append(line)
     for page in document.pages:
-        lines = [line for line in boxed if (line.page_index or 0) == page.index]
+        lines = by_page.get(page.index, [])
         blocks = []
         for b, (_block, in_block) in enumerate(groupby(lines, key=lambda ln: ln.block), start=1):
             paragraphs = tuple(
