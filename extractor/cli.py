@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .config import Settings, SettingsError, parse_value, setting_fields
 from .errors import ExtractorError
+from .formats import FORMATS
 
 
 def _add_setting_flags(parser: argparse.ArgumentParser, skip: Sequence[str] = ()) -> None:
@@ -56,8 +57,17 @@ def _serve(args: argparse.Namespace) -> int:
     metrics_dir = prepare_multiprocess_dir(settings.tmp_dir) if settings.metrics else None
     from .app import create_app
     from .gunicorn_conf import gunicorn_options
-    from .serving import serve
+    from .logs import configure_logging
+    from .serving import beyond_loopback, serve
 
+    reachable = beyond_loopback(settings.bind)
+    if reachable and not settings.secret:
+        configure_logging(settings.log_level)
+        logging.getLogger("extractor.serve").warning(
+            "listening beyond loopback without EXTRACTOR_SECRET: anyone who can reach"
+            f" {', '.join(reachable)} can use the extractor; set EXTRACTOR_SECRET (or --secret)",
+            extra={"bind": settings.bind},
+        )
     try:
         serve(lambda: create_app(settings), gunicorn_options(settings))
     finally:
@@ -68,10 +78,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _extract(args: argparse.Namespace) -> int:
     """Answer as POST /extract would, for one local file, without a server."""
-    from .app import RENDERERS
-    from .importable import to_importable
-    from .media import MediaKind, sniff
-    from .negotiate import choose_format
+    from .pipeline import ReplyRequest, extract_reply, workspace
     from .service import ExtractOptions, Extractor
 
     settings = _settings_from(args)
@@ -80,23 +87,20 @@ def _extract(args: argparse.Namespace) -> int:
         print(f"extractor: no such file: {path}", file=sys.stderr)
         return 2
     extractor = Extractor(settings)
+    wanted = ReplyRequest(
+        format=args.format,
+        options=ExtractOptions(language=args.language, speakers=args.speakers,
+                               word_timestamps=args.words),
+    )  # fmt: skip
     try:
-        with path.open("rb") as fh:
-            sniffed = sniff(fh.read(2048))
-        chosen = choose_format(None, args.format, settings.default_format,
-                               audio=sniffed.kind is MediaKind.AUDIO)  # fmt: skip
-        options = ExtractOptions(language=args.language, speakers=args.speakers,
-                                 word_timestamps=args.words)  # fmt: skip
-        with tempfile.TemporaryDirectory(prefix="extractor-", dir=settings.tmp_dir) as tmp:
-            document = extractor.extract(path, path.name, sniffed, Path(tmp), options)
+        with workspace(settings) as workdir:
+            reply = extract_reply(extractor, path, path.name, workdir, wanted, json_indent=2)
     except ExtractorError as exc:
         print(json.dumps(exc.to_json()), file=sys.stderr)
         return 1
     finally:
         extractor.close()
-    render = RENDERERS[chosen.name]
-    sys.stdout.write(json.dumps(to_importable(document), indent=2) + "\n" if render is None
-                     else render(document))  # fmt: skip
+    sys.stdout.write(reply.body)
     return 0
 
 
@@ -125,7 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     extract = sub.add_parser("extract", help="print what POST /extract would answer for FILE")
     extract.add_argument("file")
-    extract.add_argument("--format", choices=("json", "text", "vtt", "srt"), default=None)
+    extract.add_argument("--format", choices=list(FORMATS), default=None,
+                         help="reply format [default: --default-format]")  # fmt: skip
     extract.add_argument("--language", default=None, help="spoken language (ISO 639-1)")
     extract.add_argument("--speakers", choices=("channels",), default=None)
     extract.add_argument("--words", action="store_true", help="time every word (audio)")

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
+from .formats import DEFAULT_CHOICES
+
 ENV_PREFIX = "EXTRACTOR_"
-FORMATS = ("json", "text")
 ENGINES = ("faster-whisper", "openai-whisper")
 
 
@@ -56,7 +57,9 @@ class Settings:
         None, "Shared secret: when set, requests need 'Authorization: Bearer <secret>'."
     )
     default_format: str = _setting(
-        "json", "Reply format when the Accept header leaves the choice open.", choices=FORMATS
+        "json",
+        "Reply format when the Accept header leaves the choice open.",
+        choices=DEFAULT_CHOICES,
     )
     validate_replies: bool = _setting(
         True, "Check every JSON reply against schemas/importable.schema.json before sending it."
@@ -75,6 +78,9 @@ class Settings:
     max_upload_bytes: int = _setting(200 * 1024 * 1024, "Largest accepted upload in bytes (413).")
     max_pages: int = _setting(100, "Most pages (PDF pages, TIFF frames) in one document (413).")
     max_audio_seconds: float = _setting(3 * 3600.0, "Longest accepted audio, in seconds (413).")
+    max_ocr_languages: int = _setting(
+        3, "Most Tesseract languages one request may name in ?ocr_languages= (400)."
+    )
     # -- OCR ------------------------------------------------------------------------------
     ocr_languages: str = _setting(
         "eng", "Tesseract languages, '+'-joined (each needs Debian's tesseract-ocr-<lang>)."
@@ -120,7 +126,8 @@ class Settings:
                 raise SettingsError(
                     f"{ENV_PREFIX}{f.name.upper()}={value!r}: expected one of {', '.join(choices)}"
                 )
-        positive = ("threads", "engine_slots", "max_upload_bytes", "max_pages", "pdf_dpi")
+        positive = ("threads", "engine_slots", "max_upload_bytes", "max_pages", "pdf_dpi",
+                    "max_ocr_languages")  # fmt: skip
         for name in (*positive, "asr_threads", "asr_beam_size"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")

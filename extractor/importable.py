@@ -54,6 +54,8 @@ class Line:
 
     words: tuple[Word, ...]
     page_index: int | None = None  # OCR: the page the line lies on
+    block: int | None = None  # OCR: Tesseract's block number on the page (hOCR, ALTO, TSV)
+    paragraph: int | None = None  # OCR: Tesseract's paragraph number within the block
     start_ms: int | None = None  # audio: when the line starts, in milliseconds
     end_ms: int | None = None  # audio: when it ends, in milliseconds
     speaker: str | None = None  # audio: "Speaker 1", where known

@@ -21,9 +21,9 @@ TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 def scrape() -> Response:
     settings = current_app.config["SETTINGS"]
     if settings.metrics_require_secret:
-        from .app import _authorize
+        from .views import authorize
 
-        _authorize(settings)
+        authorize(settings)
     return Response(generate_latest(metrics.registry()), content_type=TEXT_FORMAT)
 
 

@@ -1,4 +1,7 @@
-"""Choose the reply format from the Accept header (with q-values) and ``?format=``."""
+"""Choose the reply format from the Accept header (with q-values) and ``?format=``.
+
+The formats themselves, and which documents each fits, are defined in ``formats.py``.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .errors import InvalidParameter, NotAcceptable
-
-
-@dataclass(frozen=True)
-class ReplyFormat:
-    name: str  # the ?format= value
-    media_type: str  # what the reply's Content-Type says
-    audio_only: bool = False
-
-
-JSON = ReplyFormat("json", "application/json")
-TEXT = ReplyFormat("text", "text/plain; charset=utf-8")
-VTT = ReplyFormat("vtt", "text/vtt; charset=utf-8", audio_only=True)
-SRT = ReplyFormat("srt", "application/x-subrip; charset=utf-8", audio_only=True)
-FORMATS: dict[str, ReplyFormat] = {f.name: f for f in (JSON, TEXT, VTT, SRT)}
+from .formats import FORMATS, ReplyFormat, formats_for
+from .importable import DocumentKind
 
 
 @dataclass(frozen=True)
@@ -76,8 +67,12 @@ def quality(ranges: Sequence[MediaRange], media_type: str) -> tuple[float, int]:
 def choose_format(
     accept: str | None, format_param: str | None, default: str, *, audio: bool
 ) -> ReplyFormat:
-    """Pick the reply format: ``?format=`` wins, then Accept; ties go to ``default``."""
-    offered = [f for f in FORMATS.values() if audio or not f.audio_only]
+    """Pick the reply format: ``?format=`` wins, then Accept; ties go to ``default``.
+
+    Only the formats that fit the document are offered: a format that does not is a 400 when
+    named by ``?format=`` and never chosen from Accept (406 when nothing else is allowed).
+    """
+    offered = formats_for(DocumentKind.AUDIO if audio else DocumentKind.OCR)
     if format_param:
         chosen = FORMATS.get(format_param.lower())
         if chosen is None or chosen not in offered:
@@ -87,10 +82,10 @@ def choose_format(
     ranges = parse_accept(accept or "")
     if not accept or not accept.strip() or not ranges:
         return FORMATS[default]
-    scored = [(quality(ranges, f.media_type), f) for f in offered]
+    scored = [(quality(ranges, f.essence), f) for f in offered]
     top = max(q for (q, _pos), _f in scored)
     if top <= 0:
-        names = ", ".join(f.media_type.split(";")[0] for f in offered)
+        names = ", ".join(f.essence for f in offered)
         raise NotAcceptable(
             f"cannot answer with any type the Accept header allows; offered: {names}"
         )

@@ -33,6 +33,7 @@ class TesseractEngine:
 
     def __init__(self, options: OcrOptions) -> None:
         self.options = options
+        self._installed: frozenset[str] | None = None
         # pytesseract starts tesseract with its module-level ``environ``. Give Tesseract its own
         # copy with the limit rather than setting it process-wide: CTranslate2 in this same
         # process silently decodes garbage when OMP_THREAD_LIMIT is below its thread count.
@@ -49,8 +50,20 @@ class TesseractEngine:
         missing = [lang for lang in wanted if lang not in installed]
         return {"version": version, "languages": wanted, "missing_languages": missing}
 
-    def recognise(self, page: PageImage, deadline: float) -> list[Line]:
-        """OCR one page; every line, word and box comes from the same TSV output."""
+    def installed_languages(self) -> frozenset[str]:
+        """The languages Tesseract has data for (``tesseract --list-langs``), read once."""
+        if self._installed is None:
+            try:
+                self._installed = frozenset(pytesseract.get_languages(config=""))
+            except (pytesseract.TesseractNotFoundError, pytesseract.TesseractError, OSError) as exc:
+                raise EngineUnavailable(f"tesseract is not usable: {exc}") from exc
+        return self._installed
+
+    def recognise(
+        self, page: PageImage, deadline: float, languages: str | None = None
+    ) -> list[Line]:
+        """OCR one page in ``languages`` ('+'-joined; None: the configured ones); every line,
+        word and box comes from the same TSV output."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise EngineTimeout("the request timed out before OCR could run")
@@ -58,7 +71,7 @@ class TesseractEngine:
         try:
             data = pytesseract.image_to_data(
                 str(page.path),
-                lang=self.options.languages,
+                lang=languages or self.options.languages,
                 config=config,
                 output_type=pytesseract.Output.DICT,
                 timeout=remaining,
@@ -96,4 +109,7 @@ def lines_from_tsv(data: dict[str, list[object]], page: PageImage) -> list[Line]
         # A word Tesseract reads with inner spaces is still one box: keep it one token.
         for part in text.split():
             grouped.setdefault(key, []).append(Word(part, box, confidence=conf))
-    return [Line(tuple(words), page_index=page.index) for words in grouped.values()]
+    return [
+        Line(tuple(words), page_index=page.index, block=int(key[1]), paragraph=int(key[2]))  # type: ignore[call-overload]
+        for key, words in grouped.items()
+    ]

@@ -23,9 +23,15 @@ from flask import Blueprint, Response, current_app, g, request
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import HTTPException
 
+from .config import Settings
 from .errors import ExtractorError, InvalidParameter, Unauthorized, UnsupportedMedia
 from .importable import Document, to_srt, to_vtt
 from .media import MediaKind
+from .pipeline import check_upload, log_document, reply_name, workspace
+from .service import ExtractOptions, Extractor
+from .views import _extractor_error as log_and_render
+from .views import _http_error as render_http_error
+from .views import authorize
 
 blueprint = Blueprint("openai", __name__, url_prefix="/v1")
 
@@ -177,30 +183,36 @@ class InvalidField(InvalidParameter):
 
 @blueprint.post("/audio/transcriptions")
 def transcriptions() -> Response:
-    from .app import _authorize, receive_upload
-
-    settings = current_app.config["SETTINGS"]
-    _authorize(settings)
+    settings: Settings = current_app.config["SETTINGS"]
+    extractor: Extractor = current_app.extensions["extractor"]
+    authorize(settings)
+    upload = request.files.get("file")
+    if upload is None:
+        raise InvalidField("expected multipart/form-data with a file field named 'file'", "file")
     call = parse(request.form)
     g.log_fields["format"] = f"openai-{call.response_format}"
-    from .service import ExtractOptions
-
     options = ExtractOptions(
         language=call.language,
         word_timestamps=call.words,
         prompt=call.prompt,
         temperature=call.temperature,
     )
-    with receive_upload("file") as (path, name, sniffed, workdir):
+    with workspace(settings) as workdir:
+        path = workdir / "upload"
+        with g.timings.stage("receive"):
+            upload.save(path)
+            upload.close()
+        sniffed = check_upload(path, settings, g.log_fields, field="file")
         if sniffed.kind is not MediaKind.AUDIO:
             raise UnsupportedMedia(
                 f"the file is {sniffed.format or 'not a recognised format'}, not audio;"
                 " this endpoint transcribes speech (mp3, wav, flac, ogg, m4a, webm, ...)"
             )
-        extractor = current_app.extensions["extractor"]
+        name = reply_name(upload.filename)
         document = extractor.extract(path, name, sniffed, workdir, options, g.timings)
-    g.log_fields.update(lines=len(document.lines), audio_ms=document.duration_ms)
-    return RENDERINGS[call.response_format](document, call)
+    log_document(document, g.log_fields)
+    with g.timings.stage("render"):
+        return RENDERINGS[call.response_format](document, call)
 
 
 # -- errors in OpenAI's shape ---------------------------------------------------------------
@@ -217,8 +229,6 @@ def _error_body(status: int, message: str, code: str, param: str | None) -> Resp
 
 @blueprint.errorhandler(ExtractorError)
 def _extractor_error(error: ExtractorError) -> Response:
-    from .app import _extractor_error as log_and_render
-
     log_and_render(error)  # logs it, and reads any unread body as /extract does
     code = "invalid_api_key" if isinstance(error, Unauthorized) else error.code
     response = _error_body(error.status, error.message, code, getattr(error, "param", None))
@@ -228,9 +238,7 @@ def _extractor_error(error: ExtractorError) -> Response:
 
 @blueprint.errorhandler(HTTPException)
 def _http_error(error: HTTPException) -> Response:
-    from .app import _http_error as render
-
-    ours = render(error)
+    ours = render_http_error(error)
     detail = json.loads(ours.get_data())["error"]
     response = _error_body(ours.status_code, detail["message"], detail["code"], None)
     for header in ("Allow", "Connection"):

@@ -50,6 +50,7 @@ class ExtractOptions:
     word_timestamps: bool = False  # audio: each word's time span in the cell's metadata
     prompt: str | None = None  # audio: text that conditions the transcription (OpenAI 'prompt')
     temperature: float | None = None  # audio: decoding temperature; None keeps the fallback
+    ocr_languages: str | None = None  # OCR: '+'-joined, overrides EXTRACTOR_OCR_LANGUAGES
 
 
 @dataclass
@@ -189,7 +190,7 @@ class Extractor:
         def job() -> Document:
             if sniffed.kind is MediaKind.AUDIO:
                 return self._audio(path, name, options, timings, cancel)
-            return self._ocr(path, name, sniffed, workdir, deadline, timings)
+            return self._ocr(path, name, sniffed, workdir, deadline, timings, options.ocr_languages)
 
         with timings.stage("queue+work"):
             return self.gate.run(job, deadline, cancel)
@@ -198,7 +199,7 @@ class Extractor:
 
     def _ocr(
         self, path: Path, name: str, sniffed: Sniffed, workdir: Path, deadline: float,
-        timings: Timings,
+        timings: Timings, languages: str | None = None,
     ) -> Document:  # fmt: skip
         max_pages = self.settings.max_pages
         if sniffed.kind is MediaKind.PDF:
@@ -206,7 +207,7 @@ class Extractor:
                 pdf = PdfPages(path, workdir, self.settings.pdf_dpi, max_pages)
             try:
                 per_page = self._pages_in_parallel(
-                    pdf.count, lambda i: self._ocr_page(pdf.render(i), deadline, timings)
+                    pdf.count, lambda i: self._ocr_page(pdf.render(i), deadline, timings, languages)
                 )
             finally:
                 pdf.close()
@@ -214,18 +215,18 @@ class Extractor:
             with timings.stage("decode"):
                 images = image_pages(path, workdir, max_pages)
             per_page = self._pages_in_parallel(
-                len(images), lambda i: self._ocr_page(images[i], deadline, timings)
+                len(images), lambda i: self._ocr_page(images[i], deadline, timings, languages)
             )
         pages = tuple(page for page, _lines in per_page)
         lines = tuple(line for _page, page_lines in per_page for line in page_lines)
         return Document(name=name, kind=DocumentKind.OCR, lines=lines, pages=pages)
 
     def _ocr_page(
-        self, image: PageImage, deadline: float, timings: Timings
+        self, image: PageImage, deadline: float, timings: Timings, languages: str | None
     ) -> tuple[Page, list[Line]]:
         try:
             with timings.stage("engine"):
-                lines = self.ocr.recognise(image, deadline)
+                lines = self.ocr.recognise(image, deadline, languages)
         finally:
             if image.derived:  # a 300 dpi page is ~9 MB: don't keep a long PDF's pages on disk
                 image.path.unlink(missing_ok=True)

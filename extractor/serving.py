@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -32,3 +33,34 @@ class FactoryApplication(BaseApplication):
 def serve(factory: Callable[[], Any], options: Mapping[str, Any]) -> None:
     """Serve the app built by ``factory`` under gunicorn until interrupted."""
     FactoryApplication(factory, options).run()
+
+
+def beyond_loopback(bind: str) -> list[str]:
+    """The addresses of a gunicorn ``bind`` (comma-separated, as gunicorn reads it) that other
+    machines may reach: anything but a loopback IP, ``localhost`` or a Unix socket.
+
+    A host name other than ``localhost`` counts as reachable: it is not resolved here, and it
+    may name a public interface.
+    """
+    reachable = []
+    for address in (a.strip() for a in bind.split(",")):
+        if not address or address.startswith(("unix:", "fd://")):
+            continue
+        host = address
+        if address.startswith("["):
+            host = address[1 : address.find("]")] if "]" in address else address
+        elif address.count(":") == 1:
+            host = address.partition(":")[0]
+        if not _is_loopback(host):
+            reachable.append(address)
+    return reachable
+
+
+def _is_loopback(host: str) -> bool:
+    name = host.lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:  # a host name, or '' (every interface)
+        return False

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ from support import PAGE_ONE, post_file
 
 from extractor import samples
 from extractor.config import Settings, SettingsError, settings_table
+from extractor.serving import beyond_loopback
 
 README = Path(__file__).parent.parent / "README.md"
 
@@ -84,3 +87,64 @@ def test_extract_command_reports_bad_input(tmp_path: Path) -> None:
     assert run_cli("extract", str(tmp_path / "missing.png")).returncode == 2
     bad_flag = run_cli("extract", str(junk), "--max-pages", "lots")
     assert bad_flag.returncode == 2 and "EXTRACTOR_MAX_PAGES" in bad_flag.stderr
+
+
+# -- `extractor serve` warns when it is reachable without a secret --------------------------
+
+
+@pytest.mark.parametrize(
+    ("bind", "reachable"),
+    [
+        ("127.0.0.1:8000", []),
+        ("127.0.0.2:8000", []),
+        ("[::1]:8000", []),
+        ("localhost:8000", []),
+        ("unix:/run/extractor.sock", []),
+        ("0.0.0.0:8000", ["0.0.0.0:8000"]),
+        ("[::]:8000", ["[::]:8000"]),
+        (":8000", [":8000"]),
+        ("192.0.2.7", ["192.0.2.7"]),
+        ("extractor.example:80", ["extractor.example:80"]),
+        ("127.0.0.1:1,192.0.2.7:2", ["192.0.2.7:2"]),
+    ],
+)
+def test_beyond_loopback(bind: str, reachable: list[str]) -> None:
+    assert beyond_loopback(bind) == reachable
+
+
+def _serve_until(line: str, *args: str) -> str:
+    """Start ``extractor serve`` and stop it once stderr shows ``line``; return stderr so far.
+
+    The bind is a TEST-NET-1 address (RFC 5737) that no interface of this machine has, so
+    gunicorn's bind fails locally: nothing listens and no packet leaves the machine.
+    """
+    command = [sys.executable, "-m", "extractor.cli", "serve", "--workers", "1", *args]
+    process = subprocess.Popen(
+        command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    seen = []
+    try:
+        assert process.stderr is not None
+        for text in process.stderr:  # ends when gunicorn gives up binding (about 5 s)
+            seen.append(text)
+            if line in text:
+                break
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+    return "".join(seen)
+
+
+def test_serve_warns_when_reachable_without_a_secret() -> None:
+    stderr = _serve_until("beyond loopback", "--bind", "192.0.2.7:9")
+    (warning,) = [json.loads(t) for t in stderr.splitlines() if "beyond loopback" in t]
+    assert warning["level"] == "warning"
+    assert "192.0.2.7:9" in warning["event"] and "EXTRACTOR_SECRET" in warning["event"]
+
+
+def test_serve_does_not_warn_with_a_secret() -> None:
+    stderr = _serve_until("Starting gunicorn", "--bind", "192.0.2.7:9", "--secret", "s3cret")
+    assert "Starting gunicorn" in stderr
+    assert "beyond loopback" not in stderr
+    assert "s3cret" not in stderr  # the secret never comes back out

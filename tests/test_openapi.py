@@ -209,6 +209,9 @@ def post(
         ("application/json", "", "application/json"),
         ("text/plain", "", "text/plain"),
         ("application/json, text/plain", "?format=text", "text/plain"),
+        ("text/vnd.hocr+html", "", "text/vnd.hocr+html"),
+        ("application/json", "?format=alto", "application/alto+xml"),
+        ("text/tab-separated-values", "?ocr_languages=eng%2Bdeu", "text/tab-separated-values"),
     ],
 )
 def test_image_replies_conform(
@@ -288,6 +291,10 @@ UPLOADS: dict[str, Callable[[bytes], bytes | None]] = {
                      id="nothing acceptable"),
         pytest.param("png", {"accept": "text/vtt"}, {}, 406, "not_acceptable",
                      id="subtitles for an image"),
+        pytest.param("png", {"query": "?ocr_languages=eng%2Bklingon"}, {}, 400,
+                     "invalid_parameter", id="ocr language not installed"),
+        pytest.param("png", {"query": "?ocr_languages=deu+eng"}, {"max_ocr_languages": 1}, 400,
+                     "invalid_parameter", id="too many ocr languages"),
         pytest.param("garbage", {}, {}, 415, "unsupported_media_type", id="garbage bytes"),
         pytest.param("truncated png", {}, {}, 415, "unsupported_media_type", id="truncated png"),
         pytest.param("two-page tiff", {}, {"max_pages": 1}, 413, "too_many_pages",

@@ -9,9 +9,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from extractor.errors import InvalidParameter, NotAcceptable
-from extractor.negotiate import FORMATS, JSON, ReplyFormat, choose_format, parse_accept
+from extractor.formats import FORMATS, JSON, ReplyFormat, formats_for
+from extractor.importable import DocumentKind
+from extractor.negotiate import choose_format, parse_accept
 
-OFFERED_TYPES = [f.media_type.split(";")[0] for f in FORMATS.values()]
+OFFERED_TYPES = [f.essence for f in FORMATS.values()]
 OTHER_TYPES = ["image/png", "text/html", "application/xml", "application/pdf", "audio/wav"]
 WILDCARDS = ["*/*", "text/*", "application/*"]
 # q tokens a client (or an attacker) may send: well-formed, out of range, and not numbers.
@@ -35,6 +37,10 @@ accept_headers = st.one_of(
     st.lists(ranges, max_size=6).map(", ".join),
     st.text(max_size=200),
 )
+
+
+def _kind(audio: bool) -> DocumentKind:
+    return DocumentKind.AUDIO if audio else DocumentKind.OCR
 
 
 @settings(max_examples=300, deadline=None)
@@ -61,7 +67,7 @@ def test_choose_format_answers_a_format_or_a_client_error(
         assert 400 <= error.status < 500
         return
     assert chosen in FORMATS.values()
-    assert audio or not chosen.audio_only, "subtitles are offered for audio only"
+    assert chosen in formats_for(_kind(audio)), "a format is offered only for what it fits"
 
 
 @settings(max_examples=50, deadline=None)
@@ -86,12 +92,12 @@ def _accept(qualities: dict[str, int]) -> str:
 def test_json_wins_when_it_has_the_strictly_highest_q(
     data: st.DataObject, audio: bool, default: str, wildcards: list[str]
 ) -> None:
-    offered = [f for f in FORMATS.values() if audio or not f.audio_only]
+    offered = formats_for(_kind(audio))
     json_q = data.draw(st.integers(1, 1000), label="json q (thousandths)")
     qualities = {"application/json": json_q}
     for f in offered:
         if f is not JSON:
-            qualities[f.media_type.split(";")[0]] = data.draw(st.integers(0, json_q - 1))
+            qualities[f.essence] = data.draw(st.integers(0, json_q - 1))
     # Wildcards never outrank an exact range, so any q on them changes nothing.
     for wildcard in wildcards:
         qualities[wildcard] = data.draw(st.integers(0, 1000))
@@ -110,7 +116,7 @@ def test_format_parameter_wins_over_any_accept(
     chosen: ReplyFormat, header: str | None, audio: bool
 ) -> None:
     name = chosen.name
-    if chosen.audio_only and not audio:
+    if not chosen.fits(_kind(audio)):
         with pytest.raises(InvalidParameter):
             choose_format(header, name, "json", audio=audio)
     else:
