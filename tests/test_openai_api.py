@@ -180,7 +180,8 @@ def test_invalid_fields_name_the_field(
     make_app: Callable[..., Flask], form: dict[str, str], param: str
 ) -> None:
     client = make_app().test_client()
-    reply = client.post("/v1/audio/transcriptions", data=form, content_type="multipart/form-data")
+    data = {**form, "file": (io.BytesIO(b"not even looked at"), "speech.wav")}
+    reply = client.post("/v1/audio/transcriptions", data=data, content_type="multipart/form-data")
     assert reply.status_code == 400
     error = reply.get_json()["error"]
     assert error["param"] == param and error["type"] == "invalid_request_error"
@@ -193,7 +194,7 @@ def test_missing_file_and_wrong_kind(
     client = make_app().test_client()
     missing = client.post("/v1/audio/transcriptions", data={"model": "whisper-1"})
     assert missing.status_code == 400
-    assert missing.get_json()["error"]["code"] == "missing_upload"
+    assert missing.get_json()["error"]["param"] == "file"
     png = samples.encode_image(page_one.image, "PNG")
     image = client.post(
         "/v1/audio/transcriptions",
