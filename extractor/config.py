@@ -80,6 +80,16 @@ class Settings:
         0, "Pages of one document OCR'd at once; 0 means one per CPU core."
     )
     pdf_dpi: int = _setting(300, "Resolution PDF pages are rendered at before OCR, in dpi.")
+    ocr_in_process: bool = _setting(
+        True,
+        "Run Tesseract in-process (libtesseract, models kept loaded: no process start per page);"
+        " false, or a library that won't load, runs the tesseract CLI per page.",
+    )
+    ocr_warm_engines: int = _setting(
+        4,
+        "Loaded Tesseract instances a worker keeps between pages (~15 MB each for eng); the least"
+        " recently used language set is dropped first.",
+    )
     # -- speech ---------------------------------------------------------------------------
     asr_engine: str = _setting("faster-whisper", "Speech engine.", choices=ENGINES)
     asr_model: str | None = _setting(
@@ -118,7 +128,7 @@ class Settings:
         for name in (*positive, "asr_threads", "asr_beam_size"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
-        for name in ("workers", "queue_size", "ocr_parallel_pages"):
+        for name in ("workers", "queue_size", "ocr_parallel_pages", "ocr_warm_engines"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must not be negative")
         if self.request_timeout <= 0 or self.max_audio_seconds <= 0:

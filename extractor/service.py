@@ -137,7 +137,12 @@ class Extractor:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.ocr = TesseractEngine(OcrOptions(settings.ocr_languages, settings.ocr_psm))
+        self.ocr = TesseractEngine(
+            OcrOptions(
+                settings.ocr_languages, settings.ocr_psm, settings.ocr_in_process,
+                settings.ocr_warm_engines,
+            )
+        )  # fmt: skip
         factory = ENGINES[settings.asr_engine]
         self.speech: SpeechEngine = factory(
             settings.asr_model, settings.asr_threads, settings.asr_compute_type,
