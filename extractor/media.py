@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import struct
 import threading
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -88,26 +87,42 @@ class PageImage:
 
 @contextmanager
 def _pillow_errors(what: str) -> Iterator[None]:
-    with warnings.catch_warnings():
-        # Past MAX_IMAGE_PIXELS Pillow only warns; a server treats that as a bomb too.
-        warnings.simplefilter("error", Image.DecompressionBombWarning)
-        try:
-            yield
-        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-            raise PayloadTooLarge(f"{what} has too many pixels to decode safely: {exc}") from exc
-        except (
-            UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError,
-            # Pillow's parsers also surface corrupt headers as these (fuzzing found a TIFF frame
-            # without dimensions raising TypeError); inside this block they mean a bad file.
-            TypeError, KeyError, IndexError, ZeroDivisionError, struct.error,
-        ) as exc:  # fmt: skip
-            raise UnsupportedMedia(f"{what} could not be decoded: {exc}") from exc
+    try:
+        yield
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        # Pillow raises past twice MAX_IMAGE_PIXELS; the warning only arrives as an exception
+        # when someone's warning filter says "error", and then means the same.
+        raise PayloadTooLarge(f"{what} has too many pixels to decode safely: {exc}") from exc
+    except (
+        UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError,
+        # Pillow's parsers also surface corrupt headers as these (fuzzing found a TIFF frame
+        # without dimensions raising TypeError); inside this block they mean a bad file.
+        TypeError, KeyError, IndexError, ZeroDivisionError, struct.error,
+    ) as exc:  # fmt: skip
+        raise UnsupportedMedia(f"{what} could not be decoded: {exc}") from exc
+
+
+def check_pixels(width: float, height: float, what: str) -> None:
+    """Refuse (413) a page past ``Image.MAX_IMAGE_PIXELS`` before it is decoded or rendered.
+
+    Pillow itself only warns between that limit and twice it, and turning its warning into an
+    error takes ``warnings.catch_warnings``, which swaps process-wide state and is not safe
+    while other pages decode in other threads; an explicit count needs no shared state, and
+    also covers every TIFF frame (Pillow checks only the first) and rendered PDF pages.
+    """
+    limit = Image.MAX_IMAGE_PIXELS
+    if limit and width * height > limit:
+        raise PayloadTooLarge(
+            f"{what} has {width * height:.0f} pixels; the limit is {limit} (too many to decode"
+            " safely)"
+        )
 
 
 def image_pages(path: Path, workdir: Path, max_pages: int) -> list[PageImage]:
     """Split an image into pages (every TIFF frame is one), re-encoding only what Tesseract
     cannot read as it is (GIF, WebP, rotated JPEGs, unusual modes)."""
     with _pillow_errors("the image"), Image.open(path) as image:
+        check_pixels(image.width, image.height, "the image")
         frames = getattr(image, "n_frames", 1) if image.format == "TIFF" else 1
         if frames > max_pages:
             raise TooManyPages(f"the image has {frames} pages; the limit is {max_pages}")
@@ -123,6 +138,7 @@ def image_pages(path: Path, workdir: Path, max_pages: int) -> list[PageImage]:
         pages = []
         for index in range(frames):
             image.seek(index)
+            check_pixels(image.width, image.height, f"page {index + 1} of the image")
             frame = ImageOps.exif_transpose(image) if rotated else image
             pages.append(_save_for_tesseract(frame, workdir / f"page-{index}.pnm", index))
         return pages
@@ -168,11 +184,7 @@ class PdfPages:
             try:
                 page = self._pdf[index]
                 width, height = page.get_size()
-                pixels = width * self._scale * height * self._scale
-                if Image.MAX_IMAGE_PIXELS and pixels > Image.MAX_IMAGE_PIXELS:
-                    raise PayloadTooLarge(
-                        f"PDF page {index + 1} would render to {pixels:.0f} pixels"
-                    )
+                check_pixels(width * self._scale, height * self._scale, f"PDF page {index + 1}")
                 bitmap = page.render(scale=self._scale, grayscale=True)
                 image = bitmap.to_pil()
             except pdfium.PdfiumError as exc:
