@@ -200,10 +200,13 @@ class Extractor:
         max_pages = self.settings.max_pages
         if sniffed.kind is MediaKind.PDF:
             with timings.stage("decode"):
-                pdf = PdfPages(path, workdir, self.settings.pdf_dpi, max_pages)
+                pdf = PdfPages(
+                    path, workdir, self.settings.pdf_dpi, max_pages,
+                    page_timeout=self.settings.pdf_page_timeout, deadline=deadline,
+                )  # fmt: skip
             try:
                 per_page = self._pages_in_parallel(
-                    pdf.count, lambda i: self._ocr_page(pdf.render(i), deadline, timings)
+                    pdf.count, lambda i: self._ocr_page(pdf.render(i, deadline), deadline, timings)
                 )
             finally:
                 pdf.close()
@@ -233,7 +236,14 @@ class Extractor:
         if count == 1:
             return [work(0)]
         with ThreadPoolExecutor(min(count, self.settings.page_parallelism)) as pool:
-            return list(pool.map(work, range(count)))
+            futures = [pool.submit(work, index) for index in range(count)]
+            try:
+                return [future.result() for future in futures]
+            except BaseException:
+                # One page failed (a 504, a bad page): the rest would only be thrown away.
+                for future in futures:
+                    future.cancel()
+                raise
 
     # -- audio ----------------------------------------------------------------------------
 
