@@ -46,6 +46,12 @@ class TesseractLibrary:
             raise LibraryUnavailable(str(exc)) from exc
         self.version = self._tess.TessVersion().decode()
         self._omp = _openmp_of_library()
+        if self._omp is not None and not serial_is_per_thread(self._omp):
+            raise LibraryUnavailable(
+                "libtesseract's OpenMP runtime applies max-active-levels to the whole process"
+                " (torch's bundled libgomp, loaded first?): serialising OCR would serialise the"
+                " speech engine too"
+            )
 
     def _declare(self) -> None:
         t, lept, api, text = self._tess, self._lept, ctypes.c_void_p, ctypes.c_char_p
@@ -116,6 +122,23 @@ def _openmp_of_library() -> ctypes.CDLL | None:
     except (OSError, AttributeError):
         return None
     return omp
+
+
+def serial_is_per_thread(omp: ctypes.CDLL) -> bool:
+    """Whether ``omp_set_max_active_levels`` in one thread leaves the others alone.
+
+    libgomp keeps it per thread since GCC 11 (Debian's); torch bundles an older libgomp under
+    the same soname where it is process-wide, and if torch loads first libtesseract binds to
+    that copy. Probed on a throwaway thread; a process-wide change is undone at once.
+    """
+    before = omp.omp_get_max_active_levels()
+    probe = threading.Thread(target=omp.omp_set_max_active_levels, args=(0,))
+    probe.start()
+    probe.join()
+    if omp.omp_get_max_active_levels() == before:
+        return True
+    omp.omp_set_max_active_levels(before)
+    return False
 
 
 class WarmApi:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import ctypes
+import importlib.util
+import os
 import random
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +24,7 @@ from extractor.errors import EngineTimeout, InvalidParameter
 from extractor.importable import Line
 from extractor.media import PageImage, image_pages
 from extractor.ocr import OcrOptions, TesseractEngine
-from extractor.tesslib import LibraryUnavailable, shared_pool
+from extractor.tesslib import LibraryUnavailable, serial_is_per_thread, shared_pool
 
 GERMAN = ["Die Größe der Straße überrascht Jürgen", "Schöne Grüße aus München"]
 
@@ -215,3 +219,29 @@ def test_readiness_says_how_tesseract_runs(make_app: Callable[..., Flask]) -> No
             app.test_client(), samples.encode_image(samples.text_page(PAGE_ONE).image, "PNG")
         )
         assert [c["content"] for c in reply.get_json()["cells"]] == PAGE_ONE
+
+
+def test_openmp_probe_tells_per_thread_from_process_wide() -> None:
+    """Debian's libgomp keeps max-active-levels per thread; torch's bundled copy (loaded by
+    path here, so as a second runtime) keeps it process-wide."""
+    assert serial_is_per_thread(ctypes.CDLL("libgomp.so.1"))
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.origin is not None
+    torch_gomp = Path(spec.origin).parent / "lib" / "libgomp.so.1"
+    assert not serial_is_per_thread(ctypes.CDLL(str(torch_gomp)))
+
+
+def test_torch_loaded_first_means_the_cli_not_a_slower_speech_engine() -> None:
+    """If torch's libgomp is bound first, serialising OCR would serialise torch as well."""
+    code = (
+        "import torch\n"
+        "from extractor.ocr import OcrOptions, TesseractEngine\n"
+        "engine = TesseractEngine(OcrOptions())\n"
+        "print(engine.mode, torch.get_num_threads())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "2"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["cli", "2"]
