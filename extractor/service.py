@@ -232,7 +232,7 @@ class Extractor:
         return Page(image.index, image.width, image.height), lines
 
     def _pages_in_parallel(self, count: int, work: Callable[[int], T]) -> list[T]:
-        """Pages run concurrently (one Tesseract process each), results kept in page order."""
+        """Pages run concurrently (one Tesseract instance each), results kept in page order."""
         if count == 1:
             return [work(0)]
         with ThreadPoolExecutor(min(count, self.settings.page_parallelism)) as pool:
