@@ -92,6 +92,21 @@ class Settings:
         0, "Pages of one document OCR'd at once; 0 means one per CPU core."
     )
     pdf_dpi: int = _setting(300, "Resolution PDF pages are rendered at before OCR, in dpi.")
+    pdf_page_timeout: float = _setting(
+        60.0,
+        "Seconds PDFium may spend rendering one PDF page (a 300 dpi page of text takes ~0.1 s)"
+        " before a 504; other requests' pages keep rendering meanwhile.",
+    )
+    ocr_in_process: bool = _setting(
+        True,
+        "Run Tesseract in-process (libtesseract, models kept loaded: no process start per page);"
+        " false, or a library that won't load, runs the tesseract CLI per page.",
+    )
+    ocr_warm_engines: int = _setting(
+        4,
+        "Loaded Tesseract instances a worker keeps between pages (~15 MB each for eng); the least"
+        " recently used language set is dropped first.",
+    )
     # -- speech ---------------------------------------------------------------------------
     asr_engine: str = _setting("faster-whisper", "Speech engine.", choices=ENGINES)
     asr_model: str | None = _setting(
@@ -131,10 +146,10 @@ class Settings:
         for name in (*positive, "asr_threads", "asr_beam_size"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
-        for name in ("workers", "queue_size", "ocr_parallel_pages"):
+        for name in ("workers", "queue_size", "ocr_parallel_pages", "ocr_warm_engines"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must not be negative")
-        if self.request_timeout <= 0 or self.max_audio_seconds <= 0:
+        if min(self.request_timeout, self.max_audio_seconds, self.pdf_page_timeout) <= 0:
             raise SettingsError("timeouts and durations must be positive")
 
     # -- derived --------------------------------------------------------------------------

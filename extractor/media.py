@@ -8,8 +8,10 @@ translated here into ``UnsupportedMedia`` (415) or a ``PayloadTooLarge`` (413).
 from __future__ import annotations
 
 import logging
+import math
 import struct
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +23,13 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from .errors import AudioTooLong, PayloadTooLarge, TooManyPages, UnsupportedMedia
+from .errors import (
+    AudioTooLong,
+    EngineTimeout,
+    PayloadTooLarge,
+    TooManyPages,
+    UnsupportedMedia,
+)
 
 log = logging.getLogger(__name__)
 
@@ -88,26 +96,47 @@ class PageImage:
 
 @contextmanager
 def _pillow_errors(what: str) -> Iterator[None]:
-    with warnings.catch_warnings():
-        # Past MAX_IMAGE_PIXELS Pillow only warns; a server treats that as a bomb too.
-        warnings.simplefilter("error", Image.DecompressionBombWarning)
-        try:
-            yield
-        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-            raise PayloadTooLarge(f"{what} has too many pixels to decode safely: {exc}") from exc
-        except (
-            UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError,
-            # Pillow's parsers also surface corrupt headers as these (fuzzing found a TIFF frame
-            # without dimensions raising TypeError); inside this block they mean a bad file.
-            TypeError, KeyError, IndexError, ZeroDivisionError, struct.error,
-        ) as exc:  # fmt: skip
-            raise UnsupportedMedia(f"{what} could not be decoded: {exc}") from exc
+    try:
+        yield
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        # Pillow raises past twice MAX_IMAGE_PIXELS; the warning only arrives as an exception
+        # when someone's warning filter says "error", and then means the same.
+        raise PayloadTooLarge(f"{what} has too many pixels to decode safely: {exc}") from exc
+    except (
+        UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError,
+        # Pillow's parsers also surface corrupt headers as these (fuzzing found a TIFF frame
+        # without dimensions raising TypeError); inside this block they mean a bad file.
+        TypeError, KeyError, IndexError, ZeroDivisionError, struct.error,
+    ) as exc:  # fmt: skip
+        raise UnsupportedMedia(f"{what} could not be decoded: {exc}") from exc
+
+
+# check_pixels() refuses every image Pillow would warn about; the warning itself would only add
+# a stderr line per distinct size. Set once here, never swapped per call (see check_pixels).
+warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+
+
+def check_pixels(width: float, height: float, what: str) -> None:
+    """Refuse (413) a page past ``Image.MAX_IMAGE_PIXELS`` before it is decoded or rendered.
+
+    Pillow itself only warns between that limit and twice it, and turning its warning into an
+    error takes ``warnings.catch_warnings``, which swaps process-wide state and is not safe
+    while other pages decode in other threads; an explicit count needs no shared state, and
+    also covers every TIFF frame (Pillow checks only the first) and rendered PDF pages.
+    """
+    limit = Image.MAX_IMAGE_PIXELS
+    if limit and width * height > limit:
+        raise PayloadTooLarge(
+            f"{what} has {width * height:.0f} pixels; the limit is {limit} (too many to decode"
+            " safely)"
+        )
 
 
 def image_pages(path: Path, workdir: Path, max_pages: int) -> list[PageImage]:
     """Split an image into pages (every TIFF frame is one), re-encoding only what Tesseract
     cannot read as it is (GIF, WebP, rotated JPEGs, unusual modes)."""
     with _pillow_errors("the image"), Image.open(path) as image:
+        check_pixels(image.width, image.height, "the image")
         frames = getattr(image, "n_frames", 1) if image.format == "TIFF" else 1
         if frames > max_pages:
             raise TooManyPages(f"the image has {frames} pages; the limit is {max_pages}")
@@ -123,6 +152,7 @@ def image_pages(path: Path, workdir: Path, max_pages: int) -> list[PageImage]:
         pages = []
         for index in range(frames):
             image.seek(index)
+            check_pixels(image.width, image.height, f"page {index + 1} of the image")
             frame = ImageOps.exif_transpose(image) if rotated else image
             pages.append(_save_for_tesseract(frame, workdir / f"page-{index}.pnm", index))
         return pages
@@ -137,18 +167,46 @@ def _save_for_tesseract(image: Image.Image, target: Path, index: int) -> PageIma
     return PageImage(index, target, image.width, image.height, derived=True)
 
 
-# PDFium is not thread-safe: every call into it goes through this lock.
+# PDFium is not thread-safe: every call into it goes through this lock, held for at most one
+# slice of rendering at a time so a long page cannot starve the other requests' pages.
 _PDFIUM_LOCK = threading.Lock()
+RENDER_SLICE = 0.05  # seconds of progressive rendering before the lock is offered to others
+CLOSE_WAIT = 5.0  # seconds to wait for the lock to close a document before leaving it open
+
+
+@contextmanager
+def _pdfium(deadline: float | None, what: str) -> Iterator[None]:
+    """Hold the PDFium lock, waiting no later than ``deadline`` for it (504 after that).
+
+    A PDFium call that never returns keeps the lock for good; bounding the wait is what keeps
+    every other request's PDF from hanging with it.
+    """
+    wait = -1.0 if deadline is None else max(deadline - time.monotonic(), 0.0)
+    if not _PDFIUM_LOCK.acquire(timeout=wait):
+        raise EngineTimeout(f"{what}: PDF rendering stayed busy past the time allowed")
+    try:
+        yield
+    finally:
+        _PDFIUM_LOCK.release()
 
 
 class PdfPages:
-    """A PDF opened for rendering page by page; ``render(i)`` may be called from any thread."""
+    """A PDF opened for rendering page by page; ``render(i)`` may be called from any thread.
 
-    def __init__(self, path: Path, workdir: Path, dpi: int, max_pages: int) -> None:
+    Pages render progressively (PDFium's pause callback) in slices of ``RENDER_SLICE``, the
+    lock released between slices, and stop at ``page_timeout`` seconds per page or the request
+    deadline, whichever comes first, with a 504.
+    """
+
+    def __init__(
+        self, path: Path, workdir: Path, dpi: int, max_pages: int, *,
+        page_timeout: float | None = None, deadline: float | None = None,
+    ) -> None:  # fmt: skip
         import pypdfium2 as pdfium
 
         self._workdir, self._scale = workdir, dpi / 72  # PDF user space is 72 units per inch
-        with _PDFIUM_LOCK:
+        self._page_timeout = page_timeout
+        with _pdfium(deadline, "opening the PDF"):
             try:
                 self._pdf = pdfium.PdfDocument(str(path))
             except pdfium.PdfiumError as exc:
@@ -161,29 +219,65 @@ class PdfPages:
             self.close()
             raise TooManyPages(f"the PDF has {self.count} pages; the limit is {max_pages}")
 
-    def render(self, index: int) -> PageImage:
+    def render(self, index: int, deadline: float | None = None) -> PageImage:
+        """Render page ``index`` in grey at the document's dpi into a file Tesseract reads."""
         import pypdfium2 as pdfium
+        import pypdfium2.internal as pdfium_i
+        import pypdfium2.raw as pdfium_c
 
-        with _PDFIUM_LOCK:
+        stop = deadline
+        if self._page_timeout is not None:
+            page_stop = time.monotonic() + self._page_timeout
+            stop = page_stop if stop is None else min(stop, page_stop)
+        what = f"PDF page {index + 1}"
+        slice_started = time.monotonic()
+
+        def pause_now(_pause: object) -> bool:
+            now = time.monotonic()
+            return now - slice_started > RENDER_SLICE or (stop is not None and now > stop)
+
+        pause = pdfium_c.IFSDK_PAUSE(version=1)
+        pdfium_i.set_callback(pause, "NeedToPauseNow", pause_now)
+        with _pdfium(stop, what):
             try:
                 page = self._pdf[index]
-                width, height = page.get_size()
-                pixels = width * self._scale * height * self._scale
-                if Image.MAX_IMAGE_PIXELS and pixels > Image.MAX_IMAGE_PIXELS:
-                    raise PayloadTooLarge(
-                        f"PDF page {index + 1} would render to {pixels:.0f} pixels"
-                    )
-                bitmap = page.render(scale=self._scale, grayscale=True)
-                image = bitmap.to_pil()
             except pdfium.PdfiumError as exc:
-                raise UnsupportedMedia(
-                    f"PDF page {index + 1} could not be rendered: {exc}"
-                ) from exc
-        return _save_for_tesseract(image, self._workdir / f"page-{index}.pnm", index)
+                raise UnsupportedMedia(f"{what} could not be rendered: {exc}") from exc
+        bitmap = None
+        try:
+            with _pdfium(stop, what):
+                width, height = page.get_size()
+                check_pixels(width * self._scale, height * self._scale, what)
+                size = math.ceil(width * self._scale), math.ceil(height * self._scale)
+                bitmap = pdfium.PdfBitmap.new_native(*size, format=pdfium_c.FPDFBitmap_Gray)
+                bitmap.fill_rect((255, 255, 255, 255), 0, 0, *size)
+                slice_started = time.monotonic()
+                flags = pdfium_c.FPDF_GRAYSCALE | pdfium_c.FPDF_ANNOT  # as page.render(grayscale)
+                status = pdfium_c.FPDF_RenderPageBitmap_Start(
+                    bitmap, page, 0, 0, *size, 0, flags, pause
+                )
+            while status == pdfium_c.FPDF_RENDER_TOBECONTINUED:
+                if stop is not None and time.monotonic() > stop:
+                    raise EngineTimeout(f"{what} took longer to render than allowed")
+                with _pdfium(stop, what):
+                    slice_started = time.monotonic()
+                    status = pdfium_c.FPDF_RenderPage_Continue(page, pause)
+            if status != pdfium_c.FPDF_RENDER_DONE:
+                raise UnsupportedMedia(f"{what} could not be rendered")
+            return _save_for_tesseract(bitmap.to_pil(), self._workdir / f"page-{index}.pnm", index)
+        finally:
+            with _pdfium(time.monotonic() + CLOSE_WAIT, what):
+                if bitmap is not None:
+                    pdfium_c.FPDF_RenderPage_Close(page)
+                    bitmap.close()
+                page.close()
 
     def close(self) -> None:
-        with _PDFIUM_LOCK:
-            self._pdf.close()
+        try:
+            with _pdfium(time.monotonic() + CLOSE_WAIT, "closing the PDF"):
+                self._pdf.close()
+        except EngineTimeout:  # only if a PDFium call hangs: keep the document, not the worker
+            log.warning("PDFium stayed busy; a PDF document was left open")
 
 
 # -- audio --------------------------------------------------------------------------------

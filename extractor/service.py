@@ -144,7 +144,12 @@ class Extractor:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.ocr = TesseractEngine(OcrOptions(settings.ocr_languages, settings.ocr_psm))
+        self.ocr = TesseractEngine(
+            OcrOptions(
+                settings.ocr_languages, settings.ocr_psm, settings.ocr_in_process,
+                settings.ocr_warm_engines,
+            )
+        )  # fmt: skip
         factory = ENGINES[settings.asr_engine]
         self.speech: SpeechEngine = factory(
             settings.asr_model, settings.asr_threads, settings.asr_compute_type,
@@ -204,10 +209,14 @@ class Extractor:
         max_pages = self.settings.max_pages
         if sniffed.kind is MediaKind.PDF:
             with timings.stage("decode"):
-                pdf = PdfPages(path, workdir, self.settings.pdf_dpi, max_pages)
+                pdf = PdfPages(
+                    path, workdir, self.settings.pdf_dpi, max_pages,
+                    page_timeout=self.settings.pdf_page_timeout, deadline=deadline,
+                )  # fmt: skip
             try:
                 per_page = self._pages_in_parallel(
-                    pdf.count, lambda i: self._ocr_page(pdf.render(i), deadline, timings, languages)
+                    pdf.count,
+                    lambda i: self._ocr_page(pdf.render(i, deadline), deadline, timings, languages),
                 )
             finally:
                 pdf.close()
@@ -233,11 +242,18 @@ class Extractor:
         return Page(image.index, image.width, image.height), lines
 
     def _pages_in_parallel(self, count: int, work: Callable[[int], T]) -> list[T]:
-        """Pages run concurrently (one Tesseract process each), results kept in page order."""
+        """Pages run concurrently (one Tesseract instance each), results kept in page order."""
         if count == 1:
             return [work(0)]
         with ThreadPoolExecutor(min(count, self.settings.page_parallelism)) as pool:
-            return list(pool.map(work, range(count)))
+            futures = [pool.submit(work, index) for index in range(count)]
+            try:
+                return [future.result() for future in futures]
+            except BaseException:
+                # One page failed (a 504, a bad page): the rest would only be thrown away.
+                for future in futures:
+                    future.cancel()
+                raise
 
     # -- audio ----------------------------------------------------------------------------
 

@@ -1,0 +1,247 @@
+"""Tesseract in-process (libtesseract, warm models) against the CLI: same words, boxes, limits."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from PIL import Image, ImageFilter
+from support import PAGE_ONE, post_file
+
+from extractor import ocr, samples
+from extractor.errors import EngineTimeout, InvalidParameter
+from extractor.importable import Line
+from extractor.media import PageImage, image_pages
+from extractor.ocr import OcrOptions, TesseractEngine
+from extractor.tesslib import LibraryUnavailable, serial_is_per_thread, shared_pool
+
+GERMAN = ["Die Größe der Straße überrascht Jürgen", "Schöne Grüße aus München"]
+
+
+def library() -> TesseractEngine:
+    engine = TesseractEngine(OcrOptions(in_process=True))
+    assert engine.mode == "library", "libtesseract should load on this machine"
+    return engine
+
+
+def cli() -> TesseractEngine:
+    engine = TesseractEngine(OcrOptions(in_process=False))
+    assert engine.mode == "cli"
+    return engine
+
+
+def far() -> float:
+    return time.monotonic() + 120
+
+
+def page_file(image: Image.Image, folder: Path, name: str) -> PageImage:
+    """The upload as the request path would hand it to Tesseract (native file or re-encoded)."""
+    path = folder / name
+    image.save(path)
+    pages = image_pages(path, folder, max_pages=1)
+    assert len(pages) == 1
+    return pages[0]
+
+
+def dense_page() -> Image.Image:
+    """A full page of small text, a little blurred: many lines, words and uncertain characters."""
+    page = samples.text_page(samples.a4_page_lines(40, 9), font_size=22, line_gap=1.5)
+    return page.image.filter(ImageFilter.GaussianBlur(0.8))
+
+
+def noisy_colour_page() -> Image.Image:
+    """Dark text on a speckled tinted background, in RGB: binarisation has work to do."""
+    page = samples.text_page(PAGE_ONE, font_size=40).image.convert("RGB")
+    rng = random.Random(7)
+    pixels = page.load()
+    assert pixels is not None
+    for _ in range(20_000):
+        x, y = rng.randrange(page.width), rng.randrange(page.height)
+        pixels[x, y] = (rng.randrange(150, 256), rng.randrange(150, 256), 200)
+    return page
+
+
+def word_boxes(lines: list[Line]) -> list[tuple[str, tuple[int, int, int, int], float | None]]:
+    return [
+        (w.text, (w.box.left, w.box.top, w.box.right, w.box.bottom), w.confidence)
+        for line in lines
+        for w in line.words
+        if w.box is not None
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "languages"),
+    [
+        ("page.png", lambda: samples.text_page(PAGE_ONE).image, None),
+        ("dense.png", dense_page, None),
+        ("noisy.jpg", noisy_colour_page, None),
+        ("noisy.webp", noisy_colour_page, None),  # re-encoded to PNM for Tesseract
+        ("german.tiff", lambda: samples.text_page(GERMAN).image, "deu+eng"),
+    ],
+)
+def test_library_reads_the_same_words_and_boxes_as_the_cli(
+    tmp_path: Path, name: str, make: Callable[[], Image.Image], languages: str | None
+) -> None:
+    page = page_file(make(), tmp_path, name)
+    from_library = library().recognise(page, far(), languages)
+    from_cli = cli().recognise(page, far(), languages)
+    assert len(word_boxes(from_cli)) >= 10
+    # Text, box and confidence of every word, and the same grouping into lines.
+    assert word_boxes(from_library) == word_boxes(from_cli)
+    assert from_library == from_cli
+
+
+def test_the_german_page_needs_its_language(tmp_path: Path) -> None:
+    page = page_file(samples.text_page(GERMAN).image, tmp_path, "german.png")
+    text = " ".join(w.text for line in library().recognise(page, far(), "deu") for w in line.words)
+    assert "Größe" in text and "Grüße" in text
+
+
+def test_missing_languages_are_named_in_a_400(tmp_path: Path) -> None:
+    page = page_file(samples.text_page(PAGE_ONE).image, tmp_path, "page.png")
+    engine = library()
+    assert {"eng", "deu"} <= engine.installed_languages()
+    with pytest.raises(InvalidParameter, match="klingon, xx") as caught:
+        engine.recognise(page, far(), "eng+xx+klingon")
+    assert caught.value.status == 400
+
+
+def test_models_stay_loaded_between_pages_and_idle_ones_are_bounded(tmp_path: Path) -> None:
+    page = page_file(samples.text_page(PAGE_ONE).image, tmp_path, "page.png")
+    pool = shared_pool()
+    pool.close()  # start from nothing: other tests share the process's pool
+    engine = TesseractEngine(OcrOptions(warm_engines=2))
+    engine.recognise(page, far())
+    assert pool.idle_keys() == [("eng", None)]
+    engine.recognise(page, far())  # the same API again, not a second one
+    assert pool.idle_keys() == [("eng", None)]
+    engine.recognise(page, far(), "deu")
+    engine.recognise(page, far(), "fra")
+    # Two idle at most; the least recently used language set went first.
+    assert pool.idle_keys() == [("deu", None), ("fra", None)]
+    engine.recognise(page, far(), "deu")
+    assert pool.idle_keys() == [("fra", None), ("deu", None)]
+
+
+def test_pages_in_parallel_threads_each_get_their_own_api(tmp_path: Path) -> None:
+    page = page_file(samples.text_page(PAGE_ONE).image, tmp_path, "page.png")
+    engine = library()
+    expected = cli().recognise(page, far())
+    results: list[list[Line]] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(engine.recognise(page, far())))
+        for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert results == [expected] * 4
+
+
+def test_openmp_is_serial_on_the_ocr_thread_only(tmp_path: Path) -> None:
+    """The per-thread stand-in for the CLI's OMP_THREAD_LIMIT=1 must not leak to other threads
+    (CTranslate2 and torch keep their own thread counts)."""
+    page = page_file(samples.text_page(PAGE_ONE).image, tmp_path, "page.png")
+    omp = ctypes.CDLL("libgomp.so.1")
+    engine = library()
+    levels: dict[str, int] = {}
+
+    def ocr_thread() -> None:
+        engine.recognise(page, far())
+        levels["ocr"] = omp.omp_get_max_active_levels()
+
+    def other_thread() -> None:
+        levels["other"] = omp.omp_get_max_active_levels()
+
+    for target in (ocr_thread, other_thread):
+        thread = threading.Thread(target=target)
+        thread.start()
+        thread.join(60)
+    assert levels["ocr"] == 0
+    assert levels["other"] >= 1
+
+
+def test_the_deadline_stops_recognition_and_the_api_stays_usable(tmp_path: Path) -> None:
+    dense = page_file(dense_page(), tmp_path, "dense.png")
+    small = page_file(samples.text_page(PAGE_ONE).image, tmp_path, "page.png")
+    engine = library()
+    engine.recognise(small, far())  # warm, so the deadline measures recognition alone
+    started = time.monotonic()
+    with pytest.raises(EngineTimeout):
+        engine.recognise(dense, time.monotonic() + 0.3)
+    # Layout analysis runs before the deadline is first checked: allow for it, not a full page.
+    assert time.monotonic() - started < 3
+    lines = engine.recognise(small, far())
+    assert [" ".join(w.text for w in line.words) for line in lines] == PAGE_ONE
+
+
+def test_an_unreadable_page_file_is_a_415(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.pnm"
+    broken.write_bytes(b"P5\n10 10\n255\n")  # a header without pixels
+    with pytest.raises(ocr.UnsupportedMedia):
+        library().recognise(PageImage(0, broken, 10, 10), far())
+
+
+def test_the_cli_takes_over_when_the_library_cannot_load(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def unavailable() -> Any:
+        raise LibraryUnavailable("libtesseract.so.5: cannot open shared object file")
+
+    monkeypatch.setattr(ocr, "shared_pool", unavailable)
+    engine = TesseractEngine(OcrOptions())
+    assert engine.check()["mode"] == "cli"
+    page = page_file(samples.text_page(PAGE_ONE).image, tmp_path, "page.png")
+    lines = engine.recognise(page, far())
+    assert [" ".join(w.text for w in line.words) for line in lines] == PAGE_ONE
+
+
+def test_readiness_says_how_tesseract_runs(make_app: Callable[..., Flask]) -> None:
+    for in_process, mode in ((True, "library"), (False, "cli")):
+        app = make_app(ocr_in_process=in_process)
+        extractor = app.extensions["extractor"]
+        status = extractor.ocr.check()
+        assert status["mode"] == mode and status["missing_languages"] == []
+        reply = post_file(
+            app.test_client(), samples.encode_image(samples.text_page(PAGE_ONE).image, "PNG")
+        )
+        assert [c["content"] for c in reply.get_json()["cells"]] == PAGE_ONE
+
+
+def test_openmp_probe_tells_per_thread_from_process_wide() -> None:
+    """Debian's libgomp keeps max-active-levels per thread; torch's bundled copy (loaded by
+    path here, so as a second runtime) keeps it process-wide."""
+    assert serial_is_per_thread(ctypes.CDLL("libgomp.so.1"))
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.origin is not None
+    torch_gomp = Path(spec.origin).parent / "lib" / "libgomp.so.1"
+    assert not serial_is_per_thread(ctypes.CDLL(str(torch_gomp)))
+
+
+def test_torch_loaded_first_means_the_cli_not_a_slower_speech_engine() -> None:
+    """If torch's libgomp is bound first, serialising OCR would serialise torch as well."""
+    code = (
+        "import torch\n"
+        "from extractor.ocr import OcrOptions, TesseractEngine\n"
+        "engine = TesseractEngine(OcrOptions())\n"
+        "print(engine.mode, torch.get_num_threads())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "2"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["cli", "2"]
