@@ -58,6 +58,28 @@ class NotFoundError(LabelingError):
     default_message = "Not found"
 
 
+class LimitExceededError(LabelingError):
+    """The request is over one of the service's documented limits; ``limit`` names its setting.
+
+    A client error like BAD_USER_INPUT, with its own code so clients can tell "make it smaller"
+    (or "wait for your jobs") from "fix the values".
+    """
+
+    code = "LIMIT_EXCEEDED"
+    type = "LimitExceededError"
+    default_message = "Over a limit of the service"
+
+    def __init__(self, message: str, *, limit: str, maximum: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.maximum = maximum
+
+    @property
+    def extensions(self) -> dict[str, Any]:
+        """Code and type, plus the setting's environment variable and its value."""
+        return {**super().extensions, "limit": self.limit, "maximum": self.maximum}
+
+
 class InternalServerError(LabelingError):
     """Something failed on our side; the message stays generic, the cause goes to the log."""
 

@@ -9,13 +9,14 @@ from typing import Any
 
 from ariadne import (
     MutationType,
+    ObjectType,
     QueryType,
     ScalarType,
     load_schema_from_path,
     make_executable_schema,
     upload_scalar,
 )
-from graphql import GraphQLError, GraphQLResolveInfo, GraphQLSchema
+from graphql import FieldNode, GraphQLError, GraphQLResolveInfo, GraphQLSchema
 
 from extractor.labeling.auth import Caller
 from extractor.labeling.errors import InternalServerError, LabelingError, UserInputError
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 query = QueryType()
 mutation = MutationType()
 json_scalar = ScalarType("JSON")
+project_type = ObjectType("Project")
 
 
 @json_scalar.serializer
@@ -82,6 +84,30 @@ def resolve_custom_apis(
 def resolve_project(_: Any, info: GraphQLResolveInfo, projectId: str) -> dict[str, Any] | None:
     service, caller = _context(info)
     return service.project(caller, projectId)
+
+
+def selects_importable(info: GraphQLResolveInfo) -> bool:
+    """Whether the query asks for documents' ``importable`` (fragments: assume it does)."""
+    for node in info.field_nodes:
+        for selection in node.selection_set.selections if node.selection_set else ():
+            if not isinstance(selection, FieldNode) or selection.name.value == "importable":
+                return True
+    return False
+
+
+@project_type.field("documents")
+def resolve_documents(
+    project: dict[str, Any], info: GraphQLResolveInfo, offset: int = 0, limit: int | None = None
+) -> list[dict[str, Any]]:
+    service, _ = _context(info)
+    page = service.settings.max_documents_page if limit is None else limit
+    return service.documents(project["id"], offset, page, with_importable=selects_importable(info))
+
+
+@project_type.field("documentCount")
+def resolve_document_count(project: dict[str, Any], info: GraphQLResolveInfo) -> int:
+    service, _ = _context(info)
+    return service.document_count(project["id"])
 
 
 @mutation.field("createTag")
@@ -150,7 +176,7 @@ request_error_log = RequestErrorLog(log, {})
 def labeling_schema() -> GraphQLSchema:
     """The executable schema from ``schemas/labeling.graphql``, built once per process."""
     sdl = load_schema_from_path(str(SCHEMAS_DIR / "labeling.graphql"))
-    return make_executable_schema(sdl, query, mutation, json_scalar, upload_scalar)
+    return make_executable_schema(sdl, query, mutation, project_type, json_scalar, upload_scalar)
 
 
 def request_error_extensions(error: GraphQLError) -> dict[str, str]:
