@@ -100,7 +100,7 @@ class LabelingSettings:
         5000, "Lexical tokens (names, punctuation) and comments of one GraphQL query."
     )
     max_query_depth: int = _setting(
-        8, "Nesting of selection sets in one GraphQL operation (the schema needs 4)."
+        8, "Nesting of fields in one GraphQL operation (the schema's deepest is 3)."
     )
     max_query_aliases: int = _setting(
         10, "Aliased fields in one GraphQL request (100 aliases of one field are 100 queries)."
@@ -108,7 +108,7 @@ class LabelingSettings:
     max_query_cost: int = _setting(
         1000,
         "Cost of one GraphQL request: each field costs 1, a document's `importable` 10, "
-        "times the `limit` of every `documents` page around it.",
+        "times the `limit` of every `documents` page and the ids of `getJobs` around it.",
     )
     max_documents_page: int = _setting(
         20, "Most documents one `documents(offset, limit)` page returns (its default `limit`)."

@@ -77,10 +77,10 @@ class TextBudget:
         )
 
     def _room(self, lines: int, tokens: int) -> tuple[int, int]:
-        """Lines and tokens the current document may still add."""
+        """Lines and tokens the current document, ``lines`` and ``tokens`` long, may still add."""
         return (
-            min(self.max_document_lines - lines, self.max_project_lines - self.project_lines),
-            min(self.max_document_tokens - tokens, self.max_project_tokens - self.project_tokens),
+            min(self.max_document_lines, self.max_project_lines - self.project_lines) - lines,
+            min(self.max_document_tokens, self.max_project_tokens - self.project_tokens) - tokens,
         )
 
     def _refuse(self, name: str, what: str, lines: int, tokens: int) -> DocumentTooLarge:
@@ -102,10 +102,13 @@ class TextBudget:
             project,
         )
 
-    def cells(self, name: str, text: str, *, speakers: bool = False) -> Iterator[dict[str, Any]]:
-        """The cells of ``text`` (see :func:`cells_from_text`), charged to this budget as made.
+    def kept_lines(
+        self, name: str, text: str, *, speakers: bool = False
+    ) -> Iterator[tuple[str, list[dict[str, str]]]]:
+        """Each non-empty line's text and metadata (a speaker), charged to this budget first.
 
-        Raises :class:`DocumentTooLarge` at the first line or token over a limit.
+        Tokens are counted, not listed, so a 10 MB line of words costs no memory here; raises
+        :class:`DocumentTooLarge` at the first line or token over a limit.
         """
         lines = tokens = 0
         for raw in iter_lines(text):
@@ -117,20 +120,32 @@ class TextBudget:
                     metadata = [{"key": "speaker", "value": match["speaker"].strip()}]
                     line_text = match["text"]
             line_room, token_room = self._room(lines, tokens)
-            words: list[str] = []
-            for word in TOKEN.finditer(line_text):
-                if len(words) == token_room:
-                    raise self._refuse(name, "tokens", lines, tokens + len(words) + 1)
-                words.append(word.group())
-            if not words:
+            count = 0
+            for _ in TOKEN.finditer(line_text):
+                count += 1
+                if count > token_room:
+                    raise self._refuse(name, "tokens", lines, tokens + count)
+            if count == 0:
                 continue
             if line_room == 0:
                 raise self._refuse(name, "lines", lines + 1, tokens)
-            yield _cell(lines, words, metadata)
             lines += 1
-            tokens += len(words)
+            tokens += count
+            yield line_text, metadata
         self.project_lines += lines
         self.project_tokens += tokens
+
+    def cells(self, name: str, text: str, *, speakers: bool = False) -> Iterator[dict[str, Any]]:
+        """The cells of ``text`` (see :func:`cells_from_text`), charged to this budget as made."""
+        for line, (line_text, metadata) in enumerate(
+            self.kept_lines(name, text, speakers=speakers)
+        ):
+            yield _cell(line, line_text.split(), metadata)
+
+    def measure(self, name: str, text: str) -> None:
+        """Charge a TOKEN_BASED upload's lines and tokens without making any cell."""
+        for _ in self.kept_lines(name, text):
+            pass
 
     def charge(self, name: str, document: dict[str, Any]) -> None:
         """Count an already-parsed document (an extractor's JSON reply) against the budget."""
@@ -143,11 +158,6 @@ class TextBudget:
             raise self._refuse(name, "tokens", 0, tokens)
         self.project_lines += lines
         self.project_tokens += tokens
-
-    def measure(self, name: str, text: str) -> None:
-        """Charge a TOKEN_BASED upload's lines and tokens without keeping any cell."""
-        for _ in self.cells(name, text):
-            pass
 
 
 def _cell(line: int, tokens: list[str], metadata: list[dict[str, str]]) -> dict[str, Any]:
