@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from labeling_support import (
     CREATE_PROJECT,
     JOB_FIELDS,
@@ -21,6 +23,13 @@ from labeling_support import (
 )
 
 from extractor.labeling.config import LabelingSettings, limits_table
+from extractor.labeling.documents import (
+    DocumentTooLarge,
+    TextBudget,
+    cells_from_text,
+    importable_from_reply,
+    iter_lines,
+)
 
 MakeServer = Callable[..., LabelingServer]
 StartAPI = Callable[[Callable[[Received], Reply]], FakeAPI]
@@ -57,6 +66,57 @@ def auto_label_input(user: User, project_id: str) -> dict[str, Any]:
         "options": {"numberOfFilesPerRequest": 0},
         "targetAPI": {"endpoint": "http://127.0.0.1:9/predict", "secretKey": "k"},
     }
+
+
+# -- the counting itself (pure) ----------------------------------------------------------------
+
+# Every line boundary str.splitlines knows and every kind of whitespace str.split knows.
+TRICKY = st.text(st.sampled_from("ab \t\n\r\v\f\x1c\x1d\x1e\x1f\x85\xa0\u2028\u2029\u3000"))
+
+
+@given(TRICKY)
+def test_lines_and_tokens_are_split_exactly_as_before(text: str) -> None:
+    assert list(iter_lines(text)) == text.splitlines()
+    expected = [line.split() for line in text.splitlines() if line.split()]
+    assert [cell["tokens"] for cell in cells_from_text(text)] == expected
+
+
+@given(TRICKY, st.integers(0, 6), st.integers(0, 12))
+def test_a_budget_refuses_exactly_past_its_limits(text: str, lines: int, tokens: int) -> None:
+    budget = TextBudget(lines, tokens, lines, tokens)
+    kept = [line.split() for line in text.splitlines() if line.split()]
+    fits = len(kept) <= lines and sum(map(len, kept)) <= tokens
+    try:
+        budget.measure("t", text)
+    except DocumentTooLarge as exc:
+        assert not fits and exc.field in ("max_document_lines", "max_document_tokens")
+    else:
+        assert fits and (budget.project_lines, budget.project_tokens) == (
+            len(kept),
+            sum(map(len, kept)),
+        )
+
+
+def test_a_project_budget_spans_its_documents_and_json_replies() -> None:
+    budget = TextBudget(max_document_lines=5, max_document_tokens=50, max_project_lines=6)
+    assert len(cells_from_text("a\nb\nc", budget=budget)) == 3
+    reply = {
+        "name": "s.png",
+        "type": "BOUNDING_BOX",
+        "cells": [
+            {"content": w, "index": 0, "line": i, "metadata": [], "tokens": [w]}
+            for i, w in enumerate("defg")
+        ],
+        "labelSets": [],
+        "labels": [],
+        "pages": [],
+    }
+    with pytest.raises(DocumentTooLarge, match=r"MAX_PROJECT_LINES; 3 before 's\.png'"):
+        importable_from_reply(
+            "s.png", "OCR", "application/json", json.dumps(reply).encode(), None, budget
+        )
+    with pytest.raises(DocumentTooLarge, match="'one' has more than 5 lines"):
+        cells_from_text("1\n2\n3\n4\n5\n6", name="one", budget=TextBudget(max_document_lines=5))
 
 
 # -- what a project may hold, refused when the upload arrives ----------------------------------
