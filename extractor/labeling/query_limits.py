@@ -119,6 +119,8 @@ class OperationWalk:
         elif isinstance(value_node, VariableNode):
             value = self.variables.get(value_node.name.value)
             value = len(value) if isinstance(value, list) else value
+        if argument == "jobIds":
+            return max(1, value if isinstance(value, int) else 1)
         if not isinstance(value, int) or isinstance(value, bool):
             value = self.settings.max_documents_page
         # A longer page is refused by its resolver with its own, clearer error.

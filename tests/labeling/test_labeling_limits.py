@@ -306,8 +306,13 @@ def test_two_job_mutations_in_one_request_are_refused_even_without_aliases(
         (
             "query($ids: [String!]!) { getJobs(jobIds: $ids) { id status progress resultId "
             "createdAt updatedAt errors { id stack args } } }",
-            {"ids": [f"j{i}" for i in range(200)]},
+            {"ids": [f"j{i}" for i in range(80)]},
             None,
+        ),
+        (
+            "query($ids: [String!]!) { getJobs(jobIds: $ids) { id status } }",
+            {"ids": [f"j{i}" for i in range(501)]},
+            "EXTRACTOR_LABELING_MAX_QUERY_COST",
         ),
         (
             "{ " + "x: getPersonalTags { id } " * 11 + "}",
@@ -332,7 +337,8 @@ def test_two_job_mutations_in_one_request_are_refused_even_without_aliases(
     ids=[
         "fragments-within-depth",
         "cost",
-        "200-jobs-within-cost",
+        "80-jobs-within-cost",
+        "501-jobs",
         "aliases",
         "tokens",
         "fragment-bomb",
