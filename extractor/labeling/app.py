@@ -16,7 +16,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from extractor.labeling.auth import authenticate
 from extractor.labeling.autolabel import AutoLabelJob
 from extractor.labeling.clients import ExtractorClient
-from extractor.labeling.config import LabelingSettings
+from extractor.labeling.config import LabelingSettings, setting_variable
 from extractor.labeling.db import Database
 from extractor.labeling.errors import InternalServerError, LabelingError
 from extractor.labeling.graphql import (
@@ -116,7 +116,7 @@ def load_json(raw: str | bytes, what: str, settings: LabelingSettings) -> Any:
     if json_depth(value) > settings.max_json_depth:
         raise BadGraphQLRequest(
             f"{what} nests arrays and objects more than {settings.max_json_depth} deep "
-            "(EXTRACTOR_LABELING_MAX_JSON_DEPTH)"
+            f"({setting_variable('max_json_depth')})"
         )
     return value
 
@@ -142,7 +142,7 @@ def read_operations(settings: LabelingSettings) -> Any:
     if len(body) > settings.max_request_json_bytes:
         raise RequestEntityTooLarge(
             f"A JSON request body may have at most {settings.max_request_json_bytes} bytes "
-            "(EXTRACTOR_LABELING_MAX_REQUEST_JSON_BYTES)"
+            f"({setting_variable('max_request_json_bytes')})"
         )
     try:
         return load_json(body, "The body", settings)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from extractor.labeling.config import setting_variable
+
 
 class LabelingError(Exception):
     """Base of every error the service reports to a client."""
@@ -73,6 +75,14 @@ class LimitExceededError(LabelingError):
         super().__init__(message)
         self.limit = limit
         self.maximum = maximum
+
+    @classmethod
+    def of_setting(cls, settings: Any, name: str, what: str) -> LimitExceededError:
+        """The error for a request over the setting ``name`` of ``settings``; ``what`` says
+        what was too much, the message adds the limit and its environment variable."""
+        maximum = int(getattr(settings, name))
+        variable = setting_variable(name)
+        return cls(f"{what}: the limit is {maximum} ({variable})", limit=variable, maximum=maximum)
 
     @property
     def extensions(self) -> dict[str, Any]:

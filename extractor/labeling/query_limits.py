@@ -35,7 +35,7 @@ from graphql import (
     validate,
 )
 
-from extractor.labeling.config import LabelingSettings, setting_variable
+from extractor.labeling.config import LabelingSettings
 from extractor.labeling.errors import LimitExceededError
 
 # The one field that reads a whole document from the database and sends it back.
@@ -48,11 +48,7 @@ PAGE_ARGUMENT = {"documents": "limit", "getJobs": "jobIds"}
 
 def limit_error(settings: LabelingSettings, name: str, message: str) -> GraphQLError:
     """A GraphQL error for a request over the setting ``name``, with the LIMIT_EXCEEDED code."""
-    maximum = int(getattr(settings, name))
-    variable = setting_variable(name)
-    error = LimitExceededError(
-        f"{message}: the limit is {maximum} ({variable})", limit=variable, maximum=maximum
-    )
+    error = LimitExceededError.of_setting(settings, name, message)
     return GraphQLError(error.message, extensions=error.extensions)
 
 

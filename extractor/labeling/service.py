@@ -76,15 +76,6 @@ def project_view(project: Project) -> dict[str, Any]:
     }
 
 
-def over_limit(settings: LabelingSettings, name: str, what: str) -> LimitExceededError:
-    """The error for a request over the setting ``name``; ``what`` says what was too much."""
-    maximum = int(getattr(settings, name))
-    variable = setting_variable(name)
-    return LimitExceededError(
-        f"{what}: the limit is {maximum} ({variable})", limit=variable, maximum=maximum
-    )
-
-
 def checked_name(value: str, what: str) -> str:
     """A trimmed, non-empty, bounded name."""
     value = (value or "").strip()
@@ -245,7 +236,7 @@ class LabelingService:
             .where(Job.owner_id == caller.user_id, Job.status.in_(RUNNABLE))
         )
         if (unfinished or 0) >= self.settings.max_queued_jobs_per_user:
-            raise over_limit(
+            raise LimitExceededError.of_setting(
                 self.settings,
                 "max_queued_jobs_per_user",
                 f"You have {unfinished} unfinished jobs; wait for one to end",
@@ -273,7 +264,7 @@ class LabelingService:
         if limit < 0:
             raise UserInputError("documents limit must be 0 or more")
         if limit > self.settings.max_documents_page:
-            raise over_limit(
+            raise LimitExceededError.of_setting(
                 self.settings, "max_documents_page", f"A page of {limit} documents is too long"
             )
         columns: list[Any] = [Document.id, Document.name]
@@ -311,7 +302,7 @@ class LabelingService:
         """
         settings = self.settings
         if len(uploads) > settings.max_project_documents:
-            raise over_limit(
+            raise LimitExceededError.of_setting(
                 settings, "max_project_documents", f"A project of {len(uploads)} files is too big"
             )
         is_text = kind not in PURPOSE_FOR_KIND
@@ -327,12 +318,16 @@ class LabelingService:
             if is_text:
                 content = upload.read(settings.max_document_bytes + 1)
                 if len(content) > settings.max_document_bytes:
-                    raise over_limit(settings, "max_document_bytes", f"{name!r} is too long")
+                    raise LimitExceededError.of_setting(
+                        settings, "max_document_bytes", f"{name!r} is too long"
+                    )
             else:
                 content = upload.read()
             total += len(content)
             if total > getattr(settings, total_name):
-                raise over_limit(settings, total_name, "The project's files are too long together")
+                raise LimitExceededError.of_setting(
+                    settings, total_name, "The project's files are too long together"
+                )
             if is_text:
                 try:
                     text = decode_text(content, repr(name))
