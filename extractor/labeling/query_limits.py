@@ -61,7 +61,8 @@ def parse_bounded(source: str, settings: LabelingSettings) -> DocumentNode:
     try:
         return parse(source, max_lexical_tokens=maximum, max_comments=maximum)
     except GraphQLError as exc:
-        if "Parsing aborted" in exc.message:
+        # graphql-core's own nesting guard ("nested too deeply") stays a parse error.
+        if exc.message.startswith("Syntax Error: Document contains more than"):
             raise limit_error(settings, "max_query_tokens", "The query is too long") from exc
         raise
 

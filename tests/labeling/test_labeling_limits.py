@@ -356,6 +356,35 @@ def test_query_shape_limits(
         assert result["data"] is None
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "{ getJob(jobId: " + "[" * 2000 + "]" * 2000 + ") { id } }",
+        "{ getPersonalTags " + "{ id " * 1600 + "}" * 1600 + "}",
+        "{ " + "... on Query { " * 1000 + "getPersonalTags { id }" + "}" * 1000 + "}",
+    ],
+    ids=["list-literal", "selections", "inline-fragments"],
+)
+def test_a_query_nested_thousands_deep_is_a_parse_error_not_a_crash(
+    server: LabelingServer, query: str
+) -> None:
+    user = server.user()
+    result = server.gql(query, token=user.token)
+    (error,) = result["errors"]
+    assert error["extensions"]["code"] == "GRAPHQL_PARSE_FAILED"
+    assert "nested too deeply" in error["message"]
+
+
+def test_a_chain_of_hundreds_of_fragments_is_a_validation_error_not_a_crash(
+    server: LabelingServer,
+) -> None:
+    chain = " ".join(f"fragment F{i} on Query {{ ...F{i + 1} }}" for i in range(450))
+    query = chain + " fragment F450 on Query { getPersonalTags { id } } { ...F0 }"
+    result = server.gql(query, token=server.user().token)
+    (error,) = result["errors"]
+    assert error["extensions"]["code"] == "GRAPHQL_VALIDATION_FAILED" and result["data"] is None
+
+
 def test_a_query_deeper_than_the_limit_is_refused(make_server: MakeServer) -> None:
     server = make_server(max_query_depth=2)
     user = server.user()
