@@ -426,6 +426,27 @@ def test_a_user_at_the_job_cap_is_refused_and_others_are_not(make_server: MakeSe
     )
 
 
+def test_concurrent_requests_of_one_user_cannot_overshoot_the_job_cap(
+    make_server: MakeServer,
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = make_server(embedded_workers=0, max_queued_jobs_per_user=3)
+    user = server.user()
+    with ThreadPoolExecutor(8) as pool:
+        results = list(
+            pool.map(
+                lambda _: server.create_project(user.token, "P", "TOKEN_BASED", [("a.txt", b"a")]),
+                range(8),
+            )
+        )
+    created = [r for r in results if "errors" not in r]
+    assert len(created) == 3 and rows(server, "jobs") == 3
+    assert {limit_of(r)[1] for r in results if "errors" in r} == {
+        "EXTRACTOR_LABELING_MAX_QUEUED_JOBS_PER_USER"
+    }
+
+
 def test_the_job_cap_counts_auto_label_jobs_too(make_server: MakeServer) -> None:
     server = make_server(max_queued_jobs_per_user=1)
     user = server.user("Acme")
