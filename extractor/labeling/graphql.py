@@ -19,7 +19,12 @@ from ariadne import (
 from graphql import FieldNode, GraphQLError, GraphQLResolveInfo, GraphQLSchema
 
 from extractor.labeling.auth import Caller
-from extractor.labeling.errors import InternalServerError, LabelingError, UserInputError
+from extractor.labeling.errors import (
+    InternalServerError,
+    LabelingError,
+    LimitExceededError,
+    UserInputError,
+)
 from extractor.labeling.service import LabelingService
 from extractor.schemas import SCHEMAS_DIR
 
@@ -196,6 +201,8 @@ def format_error(error: GraphQLError, debug: bool = False) -> dict[str, Any]:
     if isinstance(original, LabelingError):
         if isinstance(original, InternalServerError):
             log.error("internal error in %s", error.path, exc_info=original)
+        elif isinstance(original, LimitExceededError):
+            log.info("refused %s: %s", error.path, original.message)
         formatted["message"] = original.message
         formatted["extensions"] = original.extensions
     elif original is not None and not isinstance(original, GraphQLError):
