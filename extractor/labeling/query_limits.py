@@ -10,7 +10,7 @@ A 6 KB query of 100 aliased ``getProject`` fields used to return 85 MB (peak 792
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from graphql import (
@@ -69,14 +69,13 @@ def parse_bounded(source: str, settings: LabelingSettings) -> DocumentNode:
 
 @dataclass
 class Tally:
-    """What walking one operation found: its deepest field, aliases, cost and job mutations."""
+    """What walking one operation found: its deepest field, its aliases, its cost, and the
+    selections visited to find them."""
 
     depth: int = 0
     aliases: int = 0
     cost: int = 0
     steps: int = 0
-    job_mutations: int = 0
-    seen_fragments: set[str] = field(default_factory=set)
 
 
 class OperationWalk:
