@@ -10,13 +10,13 @@ from typing import Any
 from ariadne import combine_multipart_data, graphql_sync
 from ariadne.exceptions import HttpBadRequestError
 from flask import Flask, Response, current_app, jsonify, request
-from graphql import DocumentNode, GraphQLError, OperationDefinitionNode, parse
-from werkzeug.exceptions import HTTPException
+from graphql import DocumentNode, GraphQLError, OperationDefinitionNode
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from extractor.labeling.auth import authenticate
 from extractor.labeling.autolabel import AutoLabelJob
 from extractor.labeling.clients import ExtractorClient
-from extractor.labeling.config import LabelingSettings
+from extractor.labeling.config import LabelingSettings, setting_variable
 from extractor.labeling.db import Database
 from extractor.labeling.errors import InternalServerError, LabelingError
 from extractor.labeling.graphql import (
@@ -27,6 +27,7 @@ from extractor.labeling.graphql import (
 )
 from extractor.labeling.jobs import JobHandler, JobQueue, WorkerPool
 from extractor.labeling.project_jobs import CreateProjectJob
+from extractor.labeling.query_limits import limit_errors, parse_bounded
 from extractor.labeling.service import LabelingService
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ def build_state(settings: LabelingSettings, worker_threads: int | None = None) -
     threads = settings.embedded_workers if worker_threads is None else worker_threads
     client = ExtractorClient(settings)
     workers = WorkerPool(queue, job_handlers(db, client), threads)
-    return LabelingState(settings, db, queue, LabelingService(db, queue), workers, client)
+    return LabelingState(settings, db, queue, LabelingService(db, queue, settings), workers, client)
 
 
 def error_body(message: str, code: str, type_: str) -> dict[str, Any]:
@@ -86,32 +87,75 @@ class BadGraphQLRequest(Exception):
     """The HTTP body is not a GraphQL request at all (answered 400, never 500)."""
 
 
-def read_operations() -> Any:
-    """The GraphQL request from a JSON body or a multipart (upload) form; 400 on anything else."""
+def json_depth(value: Any) -> int:
+    """How deeply arrays and objects nest in a parsed JSON value (a scalar is 0), without
+    recursion, so the measure itself cannot overflow the stack."""
+    deepest = 0
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        )
+        if children is not None:
+            deepest = max(deepest, depth)
+            pending.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def load_json(raw: str | bytes, what: str, settings: LabelingSettings) -> Any:
+    """Parse one JSON text of the request: 400 when invalid or nested past ``max_json_depth``.
+
+    The C parser recurses per level and raises RecursionError (not ValueError) near 1000
+    levels, which used to escape as HTTP 500.
+    """
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise BadGraphQLRequest(f"{what} is not valid JSON") from exc
+    if json_depth(value) > settings.max_json_depth:
+        raise BadGraphQLRequest(
+            f"{what} nests arrays and objects more than {settings.max_json_depth} deep "
+            f"({setting_variable('max_json_depth')})"
+        )
+    return value
+
+
+def read_operations(settings: LabelingSettings) -> Any:
+    """The GraphQL request from a JSON body or a multipart (upload) form; 400 on anything else.
+
+    Its JSON is bounded by ``max_request_json_bytes`` (413): a multipart request's fields by
+    Flask's MAX_FORM_MEMORY_SIZE, a JSON body here, before it is parsed.
+    """
     if request.mimetype == "multipart/form-data":
+        form = request.form
+        operations = load_json(form.get("operations", ""), "'operations'", settings)
+        files_map = load_json(form.get("map", "{}"), "'map'", settings)
         try:
-            operations = json.loads(request.form.get("operations", ""))
-            files_map = json.loads(request.form.get("map", "{}"))
             return combine_multipart_data(operations, files_map, request.files)
-        except (ValueError, HttpBadRequestError) as exc:
+        except (ValueError, TypeError, KeyError, IndexError, HttpBadRequestError) as exc:
             raise BadGraphQLRequest(
                 "Invalid multipart request: needs JSON 'operations' and 'map' fields "
                 "(GraphQL multipart request convention)"
             ) from exc
-    body = request.get_json(force=True, silent=True)
-    if body is None:
-        raise BadGraphQLRequest("The body must be a JSON object with a 'query' string")
-    return body
-
-
-def parse_leniently(operations: dict[str, Any]) -> DocumentNode | None:
-    """Parse the query once; with a single operation, an ``operationName`` that names another
-    is dropped (the spec lets clients send any alphanumeric name). None: let Ariadne report it.
-    """
+    body = request.stream.read(settings.max_request_json_bytes + 1)
+    if len(body) > settings.max_request_json_bytes:
+        raise RequestEntityTooLarge(
+            f"A JSON request body may have at most {settings.max_request_json_bytes} bytes "
+            f"({setting_variable('max_request_json_bytes')})"
+        )
     try:
-        document = parse(operations["query"])
-    except GraphQLError:
-        return None
+        return load_json(body, "The body", settings)
+    except BadGraphQLRequest as exc:
+        raise BadGraphQLRequest(f"{exc} (a JSON object with a 'query' string)") from exc
+
+
+def parse_leniently(operations: dict[str, Any], settings: LabelingSettings) -> DocumentNode:
+    """Parse the query once, within the token limit; with a single operation, an
+    ``operationName`` that names another is dropped (the spec lets clients send any
+    alphanumeric name). A syntax error is raised, to be answered without parsing again.
+    """
+    document = parse_bounded(operations["query"], settings)
     named = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
     wanted = operations.get("operationName")
     if len(named) == 1 and wanted and (named[0].name is None or named[0].name.value != wanted):
@@ -129,7 +173,7 @@ def graphql_endpoint() -> tuple[Response, int]:
             log.error("cannot authenticate a request", exc_info=exc)
         return jsonify(error_body(exc.message, exc.code, exc.type)), 200
     try:
-        operations = read_operations()
+        operations = read_operations(state.settings)
     except BadGraphQLRequest as exc:
         return jsonify(error_body(str(exc), "BAD_REQUEST", "BadRequestError")), 400
     if not isinstance(operations, dict) or not isinstance(operations.get("query"), str):
@@ -137,7 +181,22 @@ def graphql_endpoint() -> tuple[Response, int]:
             "The body must be a JSON object with a 'query' string", "BAD_REQUEST", "BadRequestError"
         )
         return jsonify(body), 400
-    document = parse_leniently(operations)
+    variables = operations.get("variables")
+    try:
+        document = parse_leniently(operations, state.settings)
+        refusals = limit_errors(
+            labeling_schema(),
+            document,
+            state.settings,
+            variables if isinstance(variables, dict) else {},
+        )
+    except GraphQLError as exc:
+        refusals = [exc]
+    if refusals:
+        # The operator sees who keeps hitting a limit; the client sees the limit's name only.
+        log.info("refused a query of user %s: %s", caller.user_id, refusals[0].message)
+        errors = [format_error(error) for error in refusals]
+        return jsonify({"data": None, "errors": errors, "extensions": {}}), 200
     success, result = graphql_sync(
         labeling_schema(),
         operations,
@@ -167,6 +226,8 @@ def create_labeling_app(
     settings = settings or LabelingSettings.from_env()
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes
+    # Each non-file field of a multipart request: `operations` and `map` are JSON texts.
+    app.config["MAX_FORM_MEMORY_SIZE"] = settings.max_request_json_bytes
     state = build_state(settings)
     app.extensions[EXTENSION] = state
 

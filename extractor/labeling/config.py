@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,11 @@ ENV_PREFIX = "EXTRACTOR_LABELING_"
 
 class SettingsError(ValueError):
     """An environment variable holds a value the service cannot use."""
+
+
+def _setting(default: Any, help: str) -> Any:
+    """A field whose ``help`` generates its row of the limits table (:func:`limits_table`)."""
+    return field(default=default, metadata={"help": help})
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,61 @@ class LabelingSettings:
     # Run Alembic migrations when `serve`, `worker` or `add-user` start.
     auto_migrate: bool = True
 
+    # -- limits and multi-tenancy (issue 11): one tenant cannot exhaust the others' server ------
+    # A project job holds its documents until delivery. Measured: a project at the defaults
+    # (two documents of 50,000 lines of 10 tokens) grows the worker by 115 MB and makes 20 MB of
+    # JSON; the issue's `"a\n" * 10**6` (2 MB) would have grown it by 459 MB.
+    max_document_bytes: int = _setting(
+        10 * 1024 * 1024,
+        "Bytes of one TOKEN_BASED text file, checked when the upload is received.",
+    )
+    max_document_lines: int = _setting(
+        50_000,
+        "Non-empty lines (cells) of one document: checked on upload for text files, "
+        "and on the extraction API's reply for OCR and AUDIO.",
+    )
+    max_document_tokens: int = _setting(
+        500_000, "Tokens (whitespace-separated words) of one document, checked like lines."
+    )
+    max_project_documents: int = _setting(500, "Files in one `createProject` request.")
+    max_project_bytes: int = _setting(
+        50 * 1024 * 1024, "Bytes of all the text files of one TOKEN_BASED project together."
+    )
+    max_project_lines: int = _setting(
+        100_000, "Non-empty lines of all the documents of one project together."
+    )
+    max_project_tokens: int = _setting(
+        1_000_000, "Tokens of all the documents of one project together."
+    )
+    max_queued_jobs_per_user: int = _setting(
+        20, "Unfinished (queued or running) jobs one user may have; more is refused until one ends."
+    )
+    max_request_json_bytes: int = _setting(
+        1024 * 1024,
+        "Bytes of a request's JSON: a JSON body, or a multipart request's `operations` and "
+        "`map` fields (files aside); HTTP 413 above it.",
+    )
+    max_json_depth: int = _setting(
+        32, "Nesting of arrays and objects in a request's JSON (HTTP 400 deeper)."
+    )
+    max_query_tokens: int = _setting(
+        5000, "Lexical tokens (names, punctuation) and comments of one GraphQL query."
+    )
+    max_query_depth: int = _setting(
+        8, "Nesting of fields in one GraphQL operation (the schema's deepest is 3)."
+    )
+    max_query_aliases: int = _setting(
+        10, "Aliased fields in one GraphQL request (100 aliases of one field are 100 queries)."
+    )
+    max_query_cost: int = _setting(
+        1000,
+        "Cost of one GraphQL request: each field costs 1, a document's `importable` 10, "
+        "times the `limit` of every `documents` page and the ids of `getJobs` around it.",
+    )
+    max_documents_page: int = _setting(
+        20, "Most documents one `documents(offset, limit)` page returns (its default `limit`)."
+    )
+
     @property
     def resolved_database_url(self) -> str:
         """The database URL in force: the explicit one, else SQLite inside the data directory."""
@@ -74,6 +134,24 @@ class LabelingSettings:
                 continue
             values[spec.name] = _parse(spec.name, spec.type, raw.strip())
         return replace(cls(**values), **overrides)
+
+
+def setting_variable(name: str) -> str:
+    """The environment variable of the setting ``name``, as errors name a limit to the user."""
+    return ENV_PREFIX + name.upper()
+
+
+def limits_table() -> str:
+    """The Markdown table of every setting declared with a help text, for both READMEs."""
+    defaults = LabelingSettings()
+    rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
+    for spec in fields(LabelingSettings):
+        if "help" in spec.metadata:
+            default = getattr(defaults, spec.name)
+            rows.append(
+                f"| `{setting_variable(spec.name)}` | `{default}` | {spec.metadata['help']} |"
+            )
+    return "\n".join(rows) + "\n"
 
 
 def _parse(name: str, kind: Any, raw: str) -> Any:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from extractor.labeling.config import LabelingSettings, setting_variable
 from extractor.labeling.errors import JobFailure
 from extractor.schemas import importable_errors
 
@@ -23,6 +24,153 @@ TOKEN_BASED_TYPE = "TOKEN_BASED"
 KIND_TO_TYPE = {"OCR": "BOUNDING_BOX", "AUDIO": "TIMESTAMP", "TOKEN_BASED": TOKEN_BASED_TYPE}
 
 
+# Exactly the boundaries of `str.splitlines`, found one at a time instead of listed all at once.
+LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+# Exactly the tokens of `str.split()`: re's `\s` and str's whitespace are the same Unicode set.
+TOKEN = re.compile(r"\S+")
+
+
+def iter_lines(text: str) -> Iterator[str]:
+    """``text.splitlines()`` one line at a time: a million short lines never exist as a list."""
+    start = 0
+    for match in LINE_BREAK.finditer(text):
+        yield text[start : match.start()]
+        start = match.end()
+    if start < len(text):
+        yield text[start:]
+
+
+class DocumentTooLarge(JobFailure):
+    """A document, or its project, is over a line or token limit (``limit`` names the setting)."""
+
+    def __init__(self, message: str, field: str, maximum: int) -> None:
+        super().__init__(message, limit=setting_variable(field), maximum=maximum)
+        self.field = field
+        self.maximum = maximum
+
+
+@dataclass
+class TextBudget:
+    """Lines and tokens one project may still build, charged document by document.
+
+    Counting happens while a document is built, so the line and token past a limit are the last
+    ones ever made: a 2 MB upload of ``"a\\n" * 10**6`` used to become 459 MB of cells before
+    anything looked at it. The same budget measures uploads when they are received (nothing
+    kept) and builds the documents in the job.
+    """
+
+    max_document_lines: int = LabelingSettings.max_document_lines
+    max_document_tokens: int = LabelingSettings.max_document_tokens
+    max_project_lines: int = LabelingSettings.max_project_lines
+    max_project_tokens: int = LabelingSettings.max_project_tokens
+    project_lines: int = 0
+    project_tokens: int = 0
+
+    @classmethod
+    def from_settings(cls, settings: LabelingSettings) -> TextBudget:
+        """A fresh budget for one project under ``settings``' limits."""
+        return cls(
+            settings.max_document_lines,
+            settings.max_document_tokens,
+            settings.max_project_lines,
+            settings.max_project_tokens,
+        )
+
+    def _room(self, lines: int, tokens: int) -> tuple[int, int]:
+        """Lines and tokens the current document, ``lines`` and ``tokens`` long, may still add."""
+        return (
+            min(self.max_document_lines, self.max_project_lines - self.project_lines) - lines,
+            min(self.max_document_tokens, self.max_project_tokens - self.project_tokens) - tokens,
+        )
+
+    def _refuse(self, name: str, what: str, lines: int, tokens: int) -> DocumentTooLarge:
+        """The error for the first limit ``lines`` more lines or ``tokens`` more tokens cross."""
+        document = {"lines": self.max_document_lines, "tokens": self.max_document_tokens}[what]
+        project = {"lines": self.max_project_lines, "tokens": self.max_project_tokens}[what]
+        so_far = {"lines": self.project_lines, "tokens": self.project_tokens}[what]
+        if {"lines": lines, "tokens": tokens}[what] > document:
+            return DocumentTooLarge(
+                f"{name!r} has more than {document} {what}, the limit of one document "
+                f"({setting_variable(f'max_document_{what}')})",
+                f"max_document_{what}",
+                document,
+            )
+        return DocumentTooLarge(
+            f"the project's documents have more than {project} {what} together, the limit of "
+            f"one project ({setting_variable(f'max_project_{what}')}; {so_far} before {name!r})",
+            f"max_project_{what}",
+            project,
+        )
+
+    def kept_lines(
+        self, name: str, text: str, *, speakers: bool = False
+    ) -> Iterator[tuple[str, list[dict[str, str]]]]:
+        """Each non-empty line's text and metadata (a speaker), charged to this budget first.
+
+        Tokens are counted, not listed, so a 10 MB line of words costs no memory here; raises
+        :class:`DocumentTooLarge` at the first line or token over a limit.
+        """
+        lines = tokens = 0
+        for raw in iter_lines(text):
+            metadata: list[dict[str, str]] = []
+            line_text = raw
+            if speakers:
+                match = SPEAKER_PREFIX.match(raw.strip())
+                if match:
+                    metadata = [{"key": "speaker", "value": match["speaker"].strip()}]
+                    line_text = match["text"]
+            line_room, token_room = self._room(lines, tokens)
+            count = 0
+            for _ in TOKEN.finditer(line_text):
+                count += 1
+                if count > token_room:
+                    raise self._refuse(name, "tokens", lines, tokens + count)
+            if count == 0:
+                continue
+            if line_room == 0:
+                raise self._refuse(name, "lines", lines + 1, tokens)
+            lines += 1
+            tokens += count
+            yield line_text, metadata
+        self.project_lines += lines
+        self.project_tokens += tokens
+
+    def cells(self, name: str, text: str, *, speakers: bool = False) -> Iterator[dict[str, Any]]:
+        """The cells of ``text`` (see :func:`cells_from_text`), charged to this budget as made."""
+        for line, (line_text, metadata) in enumerate(
+            self.kept_lines(name, text, speakers=speakers)
+        ):
+            yield _cell(line, line_text.split(), metadata)
+
+    def measure(self, name: str, text: str) -> None:
+        """Charge a TOKEN_BASED upload's lines and tokens without making any cell."""
+        for _ in self.kept_lines(name, text):
+            pass
+
+    def charge(self, name: str, document: dict[str, Any]) -> None:
+        """Count an already-parsed document (an extractor's JSON reply) against the budget."""
+        lines = len(document["cells"])
+        tokens = sum(len(c["tokens"]) for c in document["cells"])
+        line_room, token_room = self._room(0, 0)
+        if lines > line_room:
+            raise self._refuse(name, "lines", lines, 0)
+        if tokens > token_room:
+            raise self._refuse(name, "tokens", 0, tokens)
+        self.project_lines += lines
+        self.project_tokens += tokens
+
+
+def _cell(line: int, tokens: list[str], metadata: list[dict[str, str]]) -> dict[str, Any]:
+    """A cell of non-empty ``tokens``; its content is the tokens joined by single spaces."""
+    return {
+        "content": " ".join(tokens),
+        "index": 0,
+        "line": line,
+        "metadata": metadata,
+        "tokens": tokens,
+    }
+
+
 def cell(
     line: int, text: str, metadata: list[dict[str, str]] | None = None
 ) -> dict[str, Any] | None:
@@ -30,42 +178,29 @@ def cell(
     tokens = text.split()
     if not tokens:
         return None
-    return {
-        "content": " ".join(tokens),
-        "index": 0,
-        "line": line,
-        "metadata": metadata or [],
-        "tokens": tokens,
-    }
+    return _cell(line, tokens, metadata or [])
 
 
-def cells_from_text(text: str, *, speakers: bool = False) -> list[dict[str, Any]]:
-    """One cell per non-empty line, ``line`` counting kept lines from 0.
+def cells_from_text(
+    text: str, *, speakers: bool = False, budget: TextBudget | None = None, name: str = "text"
+) -> list[dict[str, Any]]:
+    """One cell per non-empty line, ``line`` counting kept lines from 0, within ``budget``
+    (the default limits when none is given).
 
     With ``speakers`` (audio), a leading ``Name:`` goes to the cell's metadata as
     ``{"key": "speaker", "value": Name}`` and out of its content.
     """
-    cells: list[dict[str, Any]] = []
-    for raw in text.splitlines():
-        metadata: list[dict[str, str]] = []
-        line_text = raw
-        if speakers:
-            match = SPEAKER_PREFIX.match(raw.strip())
-            if match:
-                metadata = [{"key": "speaker", "value": match["speaker"].strip()}]
-                line_text = match["text"]
-        made = cell(len(cells), line_text, metadata)
-        if made is not None:
-            cells.append(made)
-    return cells
+    return list((budget or TextBudget()).cells(name, text, speakers=speakers))
 
 
-def importable_from_text(name: str, kind: str, text: str) -> dict[str, Any]:
+def importable_from_text(
+    name: str, kind: str, text: str, budget: TextBudget | None = None
+) -> dict[str, Any]:
     """A document of ``kind`` from plain text (a TOKEN_BASED upload or a text/plain reply)."""
     return {
         "name": name,
         "type": KIND_TO_TYPE[kind],
-        "cells": cells_from_text(text, speakers=kind == "AUDIO"),
+        "cells": cells_from_text(text, speakers=kind == "AUDIO", budget=budget, name=name),
         "labelSets": [],
         "labels": [],
         "pages": [],
@@ -81,12 +216,22 @@ def decode_text(data: bytes, what: str, charset: str | None = None) -> str:
 
 
 def importable_from_reply(
-    name: str, kind: str, content_type: str, content: bytes, charset: str | None = None
+    name: str,
+    kind: str,
+    content_type: str,
+    content: bytes,
+    charset: str | None = None,
+    budget: TextBudget | None = None,
 ) -> dict[str, Any]:
-    """Interpret an extractor's reply by its Content-Type alone, as the outbound contract says."""
+    """Interpret an extractor's reply by its Content-Type alone, as the outbound contract says.
+
+    The reply is already bounded in bytes by the outbound client; ``budget`` bounds its lines
+    and tokens (the default limits when none is given).
+    """
+    budget = budget or TextBudget()
     if content_type == "text/plain":
         return importable_from_text(
-            name, kind, decode_text(content, "the extractor's reply", charset)
+            name, kind, decode_text(content, "the extractor's reply", charset), budget
         )
     if content_type == "application/json":
         try:
@@ -106,6 +251,7 @@ def importable_from_reply(
                 f"(expected {expected})",
                 document=name,
             )
+        budget.charge(name, document)
         document.setdefault("pages", [])
         return dict(document)
     raise JobFailure(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from extractor.labeling.config import setting_variable
+
 
 class LabelingError(Exception):
     """Base of every error the service reports to a client."""
@@ -56,6 +58,36 @@ class NotFoundError(LabelingError):
     code = "NOT_FOUND"
     type = "NotFoundError"
     default_message = "Not found"
+
+
+class LimitExceededError(LabelingError):
+    """The request is over one of the service's documented limits; ``limit`` names its setting.
+
+    A client error like BAD_USER_INPUT, with its own code so clients can tell "make it smaller"
+    (or "wait for your jobs") from "fix the values".
+    """
+
+    code = "LIMIT_EXCEEDED"
+    type = "LimitExceededError"
+    default_message = "Over a limit of the service"
+
+    def __init__(self, message: str, *, limit: str, maximum: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.maximum = maximum
+
+    @classmethod
+    def of_setting(cls, settings: Any, name: str, what: str) -> LimitExceededError:
+        """The error for a request over the setting ``name`` of ``settings``; ``what`` says
+        what was too much, the message adds the limit and its environment variable."""
+        maximum = int(getattr(settings, name))
+        variable = setting_variable(name)
+        return cls(f"{what}: the limit is {maximum} ({variable})", limit=variable, maximum=maximum)
+
+    @property
+    def extensions(self) -> dict[str, Any]:
+        """Code and type, plus the setting's environment variable and its value."""
+        return {**super().extensions, "limit": self.limit, "maximum": self.maximum}
 
 
 class InternalServerError(LabelingError):

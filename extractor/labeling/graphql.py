@@ -9,15 +9,21 @@ from typing import Any
 
 from ariadne import (
     MutationType,
+    ObjectType,
     QueryType,
     ScalarType,
     make_executable_schema,
     upload_scalar,
 )
-from graphql import GraphQLError, GraphQLResolveInfo, GraphQLSchema
+from graphql import FieldNode, GraphQLError, GraphQLResolveInfo, GraphQLSchema
 
 from extractor.labeling.auth import Caller
-from extractor.labeling.errors import InternalServerError, LabelingError, UserInputError
+from extractor.labeling.errors import (
+    InternalServerError,
+    LabelingError,
+    LimitExceededError,
+    UserInputError,
+)
 from extractor.labeling.service import LabelingService
 from extractor.schemas import SCHEMAS_DIR
 
@@ -26,6 +32,7 @@ log = logging.getLogger(__name__)
 query = QueryType()
 mutation = MutationType()
 json_scalar = ScalarType("JSON")
+project_type = ObjectType("Project")
 
 
 @json_scalar.serializer
@@ -81,6 +88,30 @@ def resolve_custom_apis(
 def resolve_project(_: Any, info: GraphQLResolveInfo, projectId: str) -> dict[str, Any] | None:
     service, caller = _context(info)
     return service.project(caller, projectId)
+
+
+def selects_importable(info: GraphQLResolveInfo) -> bool:
+    """Whether the query asks for documents' ``importable`` (fragments: assume it does)."""
+    for node in info.field_nodes:
+        for selection in node.selection_set.selections if node.selection_set else ():
+            if not isinstance(selection, FieldNode) or selection.name.value == "importable":
+                return True
+    return False
+
+
+@project_type.field("documents")
+def resolve_documents(
+    project: dict[str, Any], info: GraphQLResolveInfo, offset: int = 0, limit: int | None = None
+) -> list[dict[str, Any]]:
+    service, _ = _context(info)
+    page = service.settings.max_documents_page if limit is None else limit
+    return service.documents(project["id"], offset, page, with_importable=selects_importable(info))
+
+
+@project_type.field("documentCount")
+def resolve_document_count(project: dict[str, Any], info: GraphQLResolveInfo) -> int:
+    service, _ = _context(info)
+    return service.document_count(project["id"])
 
 
 @mutation.field("createTag")
@@ -150,7 +181,7 @@ def labeling_schema() -> GraphQLSchema:
     """The executable schema from ``schemas/labeling.graphql``, built once per process."""
     # Read as text, not by path: an installed package's resource need not be a file on disk.
     sdl = (SCHEMAS_DIR / "labeling.graphql").read_text(encoding="utf-8")
-    return make_executable_schema(sdl, query, mutation, json_scalar, upload_scalar)
+    return make_executable_schema(sdl, query, mutation, project_type, json_scalar, upload_scalar)
 
 
 def request_error_extensions(error: GraphQLError) -> dict[str, str]:
@@ -170,6 +201,8 @@ def format_error(error: GraphQLError, debug: bool = False) -> dict[str, Any]:
     if isinstance(original, LabelingError):
         if isinstance(original, InternalServerError):
             log.error("internal error in %s", error.path, exc_info=original)
+        elif isinstance(original, LimitExceededError):
+            log.info("refused %s: %s", error.path, original.message)
         formatted["message"] = original.message
         formatted["extensions"] = original.extensions
     elif original is not None and not isinstance(original, GraphQLError):

@@ -15,7 +15,12 @@ from sqlalchemy.orm import Session
 
 from extractor.labeling.clients import ExtractorClient
 from extractor.labeling.db import Database
-from extractor.labeling.documents import decode_text, importable_from_reply, importable_from_text
+from extractor.labeling.documents import (
+    TextBudget,
+    decode_text,
+    importable_from_reply,
+    importable_from_text,
+)
 from extractor.labeling.errors import JobFailure
 from extractor.labeling.jobs import JobRun
 from extractor.labeling.models import CustomAPI, Document, JobUpload, Project, Tag
@@ -50,13 +55,14 @@ class CreateProjectJob:
         uploads = self._uploads(run.job.id)
         api = self._custom_api(payload) if kind in ("OCR", "AUDIO") else None
         documents: list[tuple[str, dict[str, Any]]] = []
+        budget = TextBudget.from_settings(self.client.settings)  # lines and tokens (issue 11)
         for done, upload in enumerate(uploads):
             run.check()
             if api is None:
                 text = decode_text(upload.content, f"{upload.filename!r}")
-                importable = importable_from_text(upload.filename, kind, text)
+                importable = importable_from_text(upload.filename, kind, text, budget)
             else:
-                importable = self._extract(api, kind, upload)
+                importable = self._extract(api, kind, upload, budget)
             documents.append((upload.filename, importable))
             run.progress(int(100 * (done + 1) / len(uploads)))
 
@@ -96,10 +102,12 @@ class CreateProjectJob:
             session.expunge(api)
             return api
 
-    def _extract(self, api: CustomAPI, kind: str, upload: Upload) -> dict[str, Any]:
+    def _extract(
+        self, api: CustomAPI, kind: str, upload: Upload, budget: TextBudget
+    ) -> dict[str, Any]:
         reply = self.client.extract(api.endpoint_url, upload.filename, upload.content, api.secret)
         importable = importable_from_reply(
-            upload.filename, kind, reply.content_type, reply.content, reply.charset
+            upload.filename, kind, reply.content_type, reply.content, reply.charset, budget
         )
         if not importable["cells"]:
             log.info("custom API %s found no text in %r", api.id, upload.filename)

@@ -13,15 +13,25 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import select
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from extractor.labeling.auth import Caller, normalize_email
 from extractor.labeling.autolabel import KIND as AUTO_LABEL
+from extractor.labeling.config import LabelingSettings, setting_variable
 from extractor.labeling.db import Database
-from extractor.labeling.errors import ForbiddenError, NotFoundError, UserInputError
-from extractor.labeling.jobs import IN_PROGRESS, QUEUED, JobQueue, job_view, new_job_id
+from extractor.labeling.documents import DocumentTooLarge, TextBudget, decode_text
+from extractor.labeling.errors import (
+    ForbiddenError,
+    JobFailure,
+    LimitExceededError,
+    NotFoundError,
+    UserInputError,
+)
+from extractor.labeling.jobs import IN_PROGRESS, QUEUED, RUNNABLE, JobQueue, job_view, new_job_id
 from extractor.labeling.models import (
     CustomAPI,
+    Document,
     Job,
     JobUpload,
     Project,
@@ -56,16 +66,13 @@ def custom_api_view(api: CustomAPI) -> dict[str, Any]:
 
 
 def project_view(project: Project) -> dict[str, Any]:
-    """The GraphQL ``Project`` with its tags and whole documents."""
+    """The GraphQL ``Project`` with its tags; its documents are paged by their own resolver."""
     return {
         "id": project.id,
         "name": project.name,
         "kind": project.kind,
         "teamId": project.team_id,
         "tags": [tag_view(tag) for tag in project.tags],
-        "documents": [
-            {"id": d.id, "name": d.name, "importable": d.importable} for d in project.documents
-        ],
     }
 
 
@@ -112,9 +119,12 @@ def upload_name(upload: Any, position: int) -> str:
 class LabelingService:
     """The operations of the GraphQL schema over one database and job queue."""
 
-    def __init__(self, db: Database, queue: JobQueue) -> None:
+    def __init__(
+        self, db: Database, queue: JobQueue, settings: LabelingSettings | None = None
+    ) -> None:
         self.db = db
         self.queue = queue
+        self.settings = settings or LabelingSettings()
 
     # -- teams ----------------------------------------------------------------------------
 
@@ -212,6 +222,26 @@ class LabelingService:
             found = {job.id: job_view(job) for job in rows}
             return [found.get(job_id) for job_id in job_ids]
 
+    def reserve_job_slot(self, session: Session, caller: Caller) -> None:
+        """Refuse a new job when the caller already has the most unfinished jobs allowed.
+
+        Called in the transaction that adds the job, by every operation that creates one. The
+        caller's user row is locked first so two concurrent requests of one user count one
+        after the other on PostgreSQL (SQLite's BEGIN IMMEDIATE already serializes them).
+        """
+        session.execute(select(User.id).where(User.id == caller.user_id).with_for_update())
+        unfinished = session.scalar(
+            select(func.count())
+            .select_from(Job)
+            .where(Job.owner_id == caller.user_id, Job.status.in_(RUNNABLE))
+        )
+        if (unfinished or 0) >= self.settings.max_queued_jobs_per_user:
+            raise LimitExceededError.of_setting(
+                self.settings,
+                "max_queued_jobs_per_user",
+                f"You have {unfinished} unfinished jobs; wait for one to end",
+            )
+
     # -- projects -------------------------------------------------------------------------
 
     def project(self, caller: Caller, project_id: str) -> dict[str, Any] | None:
@@ -221,6 +251,96 @@ class LabelingService:
             if project is None or not self._can_see(caller, project):
                 return None
             return project_view(project)
+
+    def documents(
+        self, project_id: str, offset: int, limit: int, *, with_importable: bool
+    ) -> list[dict[str, Any]]:
+        """One page of a project's documents, in upload order, for a project already shown.
+
+        ``with_importable`` False reads names only: listing a project never loads its cells.
+        """
+        if offset < 0:
+            raise UserInputError("documents offset must be 0 or more")
+        if limit < 0:
+            raise UserInputError("documents limit must be 0 or more")
+        if limit > self.settings.max_documents_page:
+            raise LimitExceededError.of_setting(
+                self.settings, "max_documents_page", f"A page of {limit} documents is too long"
+            )
+        columns: list[Any] = [Document.id, Document.name]
+        if with_importable:
+            columns.append(Document.importable)
+        with self.db.session() as session:
+            rows = session.execute(
+                select(*columns)
+                .where(Document.project_id == project_id)
+                .order_by(Document.position, Document.id)
+                .offset(offset)
+                .limit(limit)
+            )
+            return [
+                {"id": row.id, "name": row.name, "importable": row.importable}
+                if with_importable
+                else {"id": row.id, "name": row.name}
+                for row in rows
+            ]
+
+    def document_count(self, project_id: str) -> int:
+        """How many documents a project already shown has (to page through them)."""
+        with self.db.session() as session:
+            count = session.scalar(
+                select(func.count()).select_from(Document).where(Document.project_id == project_id)
+            )
+            return int(count or 0)
+
+    def read_uploads(self, kind: str, uploads: Sequence[Any]) -> list[tuple[str, bytes]]:
+        """Each upload's file name and bytes, refused here, before any job, when over a limit.
+
+        Text files are measured whole (bytes, then lines and tokens, nothing kept) so a project
+        that could not be built is never queued. One file mapped to several variables is a
+        single object: it is rewound and read for each of them, and counted each time.
+        """
+        settings = self.settings
+        if len(uploads) > settings.max_project_documents:
+            raise LimitExceededError.of_setting(
+                settings, "max_project_documents", f"A project of {len(uploads)} files is too big"
+            )
+        is_text = kind not in PURPOSE_FOR_KIND
+        # Duplicates aside, the request limit already bounds what the files add up to.
+        total_name = "max_project_bytes" if is_text else "max_upload_bytes"
+        budget = TextBudget.from_settings(settings)
+        read: list[tuple[str, bytes]] = []
+        total = 0
+        for position, upload in enumerate(uploads):
+            name = upload_name(upload, position)
+            if hasattr(upload, "seek"):
+                upload.seek(0)
+            if is_text:
+                content = upload.read(settings.max_document_bytes + 1)
+                if len(content) > settings.max_document_bytes:
+                    raise LimitExceededError.of_setting(
+                        settings, "max_document_bytes", f"{name!r} is too long"
+                    )
+            else:
+                content = upload.read()
+            total += len(content)
+            if total > getattr(settings, total_name):
+                raise LimitExceededError.of_setting(
+                    settings, total_name, "The project's files are too long together"
+                )
+            if is_text:
+                try:
+                    text = decode_text(content, repr(name))
+                except JobFailure:
+                    text = ""  # not text: the job fails with the reason, as it always did
+                try:
+                    budget.measure(name, text)
+                except DocumentTooLarge as exc:
+                    raise LimitExceededError(
+                        exc.message, limit=setting_variable(exc.field), maximum=exc.maximum
+                    ) from exc
+            read.append((name, content))
+        return read
 
     @staticmethod
     def _can_see(caller: Caller, project: Project) -> bool:
@@ -240,6 +360,7 @@ class LabelingService:
             raise UserInputError("A project needs at least one document")
         if not all(hasattr(upload, "read") for upload in uploads):
             raise UserInputError("documents must be files sent as a GraphQL multipart request")
+        files = self.read_uploads(kind, uploads)
         custom_api_id = fields.get("customAPIId")
         tag_ids = [str(tag_id) for tag_id in dict.fromkeys(fields.get("tagIds") or [])]
         with self.db.session() as session:
@@ -270,6 +391,7 @@ class LabelingService:
                 }
                 if visible != set(tag_ids):
                     raise NotFoundError("Tag not found (personal tags or the project's team tags)")
+            self.reserve_job_slot(session, caller)
             job = Job(
                 id=new_job_id(CREATE_PROJECT),
                 kind=CREATE_PROJECT,
@@ -287,14 +409,9 @@ class LabelingService:
             )
             session.add(job)
             session.flush()
-            for position, upload in enumerate(uploads):
+            for position, (filename, content) in enumerate(files):
                 session.add(
-                    JobUpload(
-                        job_id=job.id,
-                        position=position,
-                        filename=upload_name(upload, position),
-                        content=upload.read(),
-                    )
+                    JobUpload(job_id=job.id, position=position, filename=filename, content=content)
                 )
             view = job_view(job)
         self.queue.notify()
@@ -331,6 +448,7 @@ class LabelingService:
             )
             if is_member is None:
                 raise UserInputError("labelerEmail is not a member of the project's team")
+            self.reserve_job_slot(session, caller)
             now = utcnow()
             job = Job(
                 id=new_job_id(AUTO_LABEL),
