@@ -91,10 +91,14 @@ class ExtractorClient:
     def __init__(self, settings: LabelingSettings, client: Any | None = None) -> None:
         self.settings = settings
         self.client = client or build_outbound_client(settings)
+        # Prediction APIs answer one batch in seconds: their own timeouts, not an extractor's.
+        self.prediction_client = client or build_outbound_client(settings, prediction=True)
 
     def close(self) -> None:
         """Close pooled connections."""
         self.client.close()
+        if self.prediction_client is not self.client:
+            self.prediction_client.close()
 
     def extract(self, url: str, filename: str, data: bytes, secret: str | None) -> Reply:
         """POST one file as multipart ``upload`` to a custom extractor."""
@@ -113,7 +117,7 @@ class ExtractorClient:
         """POST one signed batch to a prediction API."""
         what = "the prediction API"
         try:
-            reply = self.client.post_json(url, payload, secret=secret)
+            reply = self.prediction_client.post_json(url, payload, secret=secret)
         except ValueError as exc:  # a secret that cannot travel in a header (never quoted)
             raise JobFailure(f"the secret of {what} cannot be sent in an HTTP header") from exc
         except outbound.OutboundError as exc:
@@ -137,13 +141,14 @@ class ExtractorClient:
         )
 
 
-def build_outbound_client(settings: LabelingSettings) -> Any:
-    """The shared outbound client configured from our settings."""
+def build_outbound_client(settings: LabelingSettings, *, prediction: bool = False) -> Any:
+    """The outbound client configured from our settings (``prediction``: its own timeouts)."""
     policy = outbound.OutboundPolicy.from_allow_string(settings.outbound_allow)
+    prefix = "prediction" if prediction else "outbound"
     options = outbound.OutboundSettings(
-        connect_timeout=settings.outbound_connect_timeout,
-        read_timeout=settings.outbound_read_timeout,
-        total_timeout=settings.outbound_total_timeout,
+        connect_timeout=getattr(settings, f"{prefix}_connect_timeout"),
+        read_timeout=getattr(settings, f"{prefix}_read_timeout"),
+        total_timeout=getattr(settings, f"{prefix}_total_timeout"),
         backoff_base=settings.outbound_backoff_seconds,
         max_reply_bytes=settings.outbound_max_reply_bytes,
         retries=settings.outbound_retries,
