@@ -13,6 +13,7 @@ keep their progress: their team is looked up and labels checkpointed the old way
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -30,12 +31,15 @@ def _json(value: Any) -> Any:
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("tenant", sa.String(length=80), nullable=True))
-        batch_op.add_column(sa.Column("claimed_at", sa.DateTime(), nullable=True))
-        batch_op.add_column(
-            sa.Column("run_seconds", sa.Float(), nullable=False, server_default="0")
-        )
+    # Plain ADD COLUMN and CREATE INDEX only: on SQLite, batch mode would copy ``jobs`` and drop
+    # the original, and with foreign keys on that drop cascades to every job's uploads.
+    op.add_column(
+        "jobs", sa.Column("tenant", sa.String(length=80), nullable=False, server_default="")
+    )
+    op.add_column("jobs", sa.Column("claimed_at", sa.DateTime(), nullable=True))
+    op.add_column("jobs", sa.Column("run_seconds", sa.Float(), nullable=False, server_default="0"))
+    op.create_index("ix_jobs_tenant_status", "jobs", ["tenant", "status"], unique=False)
+    op.create_index("ix_jobs_tenant_claimed_at", "jobs", ["tenant", "claimed_at"], unique=False)
     op.create_table(
         "job_results",
         sa.Column("job_id", sa.String(length=80), nullable=False),
@@ -59,11 +63,11 @@ def upgrade() -> None:
     )
     running = connection.execute(
         sa.text(
-            "SELECT id, payload, checkpoint, created_at FROM jobs "
-            "WHERE status IN ('QUEUED', 'IN_PROGRESS')"
+            "SELECT id, payload, checkpoint FROM jobs WHERE status IN ('QUEUED', 'IN_PROGRESS')"
         )
     ).all()
-    for job_id, raw_payload, raw_checkpoint, created_at in running:
+    now = datetime.now(UTC).replace(tzinfo=None)  # naive UTC, as every stored timestamp
+    for job_id, raw_payload, raw_checkpoint in running:
         payload = _json(raw_payload) or {}
         team = payload.get("teamId")
         if team is None and payload.get("projectId"):
@@ -80,28 +84,21 @@ def upgrade() -> None:
         if isinstance(checkpoint, dict) and "labels" in checkpoint:
             connection.execute(
                 results.insert().values(
-                    job_id=job_id, step=0, data=checkpoint["labels"], created_at=created_at
+                    job_id=job_id, step=0, data=checkpoint["labels"], created_at=now
                 )
             )
             connection.execute(
-                sa.text("UPDATE jobs SET checkpoint = :checkpoint WHERE id = :id"),
-                {
-                    "checkpoint": json.dumps({"batchesDone": checkpoint["batchesDone"]}),
-                    "id": job_id,
-                },
+                sa.text("UPDATE jobs SET checkpoint = :checkpoint WHERE id = :id").bindparams(
+                    sa.bindparam("checkpoint", type_=sa.JSON)
+                ),
+                {"checkpoint": {"batchesDone": checkpoint["batchesDone"]}, "id": job_id},
             )
-
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.alter_column("tenant", existing_type=sa.String(length=80), nullable=False)
-        batch_op.create_index("ix_jobs_tenant_status", ["tenant", "status"], unique=False)
-        batch_op.create_index("ix_jobs_tenant_claimed_at", ["tenant", "claimed_at"], unique=False)
 
 
 def downgrade() -> None:
     op.drop_table("job_results")
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.drop_index("ix_jobs_tenant_claimed_at")
-        batch_op.drop_index("ix_jobs_tenant_status")
-        batch_op.drop_column("run_seconds")
-        batch_op.drop_column("claimed_at")
-        batch_op.drop_column("tenant")
+    op.drop_index("ix_jobs_tenant_claimed_at", table_name="jobs")
+    op.drop_index("ix_jobs_tenant_status", table_name="jobs")
+    # ALTER TABLE DROP COLUMN (SQLite 3.35+), never a table copy: see upgrade().
+    for column in ("run_seconds", "claimed_at", "tenant"):
+        op.drop_column("jobs", column)
