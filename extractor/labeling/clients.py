@@ -7,7 +7,7 @@ name the API and URL (credentials removed) but never a secret.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -144,13 +144,19 @@ class ExtractorClient:
 def build_outbound_client(settings: LabelingSettings, *, prediction: bool = False) -> Any:
     """The outbound client configured from our settings (``prediction``: its own timeouts)."""
     policy = outbound.OutboundPolicy.from_allow_string(settings.outbound_allow)
-    prefix = "prediction" if prediction else "outbound"
     options = outbound.OutboundSettings(
-        connect_timeout=getattr(settings, f"{prefix}_connect_timeout"),
-        read_timeout=getattr(settings, f"{prefix}_read_timeout"),
-        total_timeout=getattr(settings, f"{prefix}_total_timeout"),
+        connect_timeout=settings.outbound_connect_timeout,
+        read_timeout=settings.outbound_read_timeout,
+        total_timeout=settings.outbound_total_timeout,
         backoff_base=settings.outbound_backoff_seconds,
         max_reply_bytes=settings.outbound_max_reply_bytes,
         retries=settings.outbound_retries,
     )
+    if prediction:
+        options = replace(
+            options,
+            connect_timeout=settings.prediction_connect_timeout,
+            read_timeout=settings.prediction_read_timeout,
+            total_timeout=settings.prediction_total_timeout,
+        )
     return outbound.OutboundClient(policy, options)

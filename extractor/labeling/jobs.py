@@ -200,6 +200,8 @@ class JobQueue:
     def should_yield(self, tenant: str) -> bool:
         """Whether a job of ``tenant`` should hand its worker over: another tenant's job waits
         and ``tenant`` holds more than ``job_tenant_share`` of the running jobs."""
+        if self.settings.job_tenant_share >= 1:
+            return False  # a tenant can never hold more than all of them: no query needed
         now = utcnow()
         with self.db.session() as session:
             free = or_(Job.locked_until.is_(None), Job.locked_until < now)
@@ -403,16 +405,16 @@ class JobRun:
         """Worker time spent on the job: earlier runs' (as stored) plus this one's so far."""
         return self.job.run_seconds + (time.monotonic() - self._started)
 
-    def check(self) -> None:
+    def check(self, *, deadline: bool = True) -> None:
         """Raise JobInterrupted when the worker stops or the lease went to another worker, and
-        JobFailure once the job has used up its deadline."""
+        JobFailure once the job has used up its deadline (unless ``deadline`` is False)."""
         if self._lost.is_set():
             raise JobInterrupted(f"lease of {self.job.id} lost")
-        deadline = self.queue.settings.job_deadline_seconds
-        if self.run_seconds() > deadline:
+        limit = self.queue.settings.job_deadline_seconds
+        if deadline and self.run_seconds() > limit:
             raise JobFailure(
-                f"the job did not finish within its deadline of {deadline:g} seconds of work",
-                deadlineSeconds=deadline,
+                f"the job did not finish within its deadline of {limit:g} seconds of work",
+                deadlineSeconds=limit,
             )
         if self._stopping.is_set():
             raise JobInterrupted(f"worker stopping during {self.job.id}")
@@ -449,8 +451,9 @@ class JobRun:
         self.check()
 
     def deliver(self, write: Callable[[Session], str | None]) -> None:
-        """Write the result and mark the job DELIVERED atomically."""
-        self.check()
+        """Write the result and mark the job DELIVERED atomically (all work is done by now, so
+        the deadline no longer applies)."""
+        self.check(deadline=False)
         if not self.queue.deliver(self.job.id, self.worker_id, write):
             self._lost.set()
             raise JobInterrupted(f"lease of {self.job.id} lost before delivery")

@@ -44,7 +44,7 @@ def upgrade() -> None:
         "job_results",
         sa.Column("job_id", sa.String(length=80), nullable=False),
         sa.Column("step", sa.Integer(), nullable=False),
-        sa.Column("data", sa.JSON(), nullable=True),
+        sa.Column("data", sa.JSON(), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.ForeignKeyConstraint(
             ["job_id"], ["jobs.id"], name=op.f("fk_job_results_job_id_jobs"), ondelete="CASCADE"
