@@ -79,8 +79,8 @@ class ClaimedJob:
     payload: dict[str, Any]
     checkpoint: dict[str, Any] | None
     attempts: int
-    tenant: str = ""
-    run_seconds: float = 0.0
+    tenant: str
+    run_seconds: float
 
 
 class JobYielded(JobInterrupted):
