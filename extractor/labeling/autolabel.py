@@ -5,8 +5,10 @@ model answers character spans per sentence, which become SPAN labels on the toke
 Batches are one document each: ``numberOfFilesPerRequest`` 0 sends a whole document, N > 0 at
 most N of its lines; requests never mix documents, so a reply maps back without ambiguity.
 
-Labels found so far are checkpointed after every batch: a resumed job skips the batches already
-answered. They are appended to the documents only at delivery, in one transaction.
+Each batch's labels are stored in their own ``job_results`` row, with the count of batches done
+as the checkpoint, in one transaction: a checkpoint writes what one batch found, never all the
+labels so far (which made checkpoints quadratic), and a resumed job skips the batches already
+answered. The labels are appended to the documents only at delivery, in one transaction.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from extractor.labeling.clients import ExtractorClient
 from extractor.labeling.db import Database
 from extractor.labeling.documents import Entity, sentences, span_label
 from extractor.labeling.errors import JobFailure
-from extractor.labeling.jobs import JobRun
+from extractor.labeling.jobs import JobRun, step_results
 from extractor.labeling.models import Document, Project
 
 log = logging.getLogger(__name__)
@@ -166,13 +168,14 @@ class AutoLabelJob:
         self.client = client
 
     def run(self, run: JobRun) -> None:
-        """Send every batch not yet answered, checkpointing labels, then append them at once."""
+        """Send every batch not yet answered, storing each one's labels, then append them all.
+
+        Batch N's labels are step N (step 0 holds labels checkpointed before migration 0002).
+        """
         payload = run.job.payload
         project_name, documents = self._project(payload["projectId"])
         batches = plan_batches(documents, payload["numberOfFilesPerRequest"])
-        checkpoint = run.job.checkpoint or {"batchesDone": 0, "labels": []}
-        done: int = checkpoint["batchesDone"]
-        found: list[dict[str, Any]] = list(checkpoint["labels"])
+        done: int = (run.job.checkpoint or {}).get("batchesDone", 0)
         if done:
             log.info("job %s resumes after %d of %d batches", run.job.id, done, len(batches))
         for number in range(done, len(batches)):
@@ -190,25 +193,30 @@ class AutoLabelJob:
                 ],
             }
             reply = self.client.predict(payload["endpoint"], request, payload["secretKey"])
-            found.extend(
-                parse_reply(
-                    reply.json("the prediction API"), batch, payload["labelerEmail"], number + 1
-                )
+            labels = parse_reply(
+                reply.json("the prediction API"), batch, payload["labelerEmail"], number + 1
             )
             run.progress(
                 int(100 * (number + 1) / len(batches)),
-                {"batchesDone": number + 1, "labels": found},
+                {"batchesDone": number + 1},
+                result=(number + 1, labels),
             )
+            if number + 1 < len(batches):
+                run.share_point()
 
         def write(session: Session) -> str:
             project = session.get(Project, payload["projectId"])
             if project is None:
                 raise JobFailure("the project no longer exists")
+            by_document: dict[str, list[dict[str, Any]]] = {}
+            for labels in step_results(session, run.job.id):
+                for item in labels:
+                    by_document.setdefault(item["documentId"], []).append(item["label"])
             rows = session.scalars(
                 select(Document).where(Document.project_id == project.id).with_for_update()
             )
             for document in rows:
-                new = [item["label"] for item in found if item["documentId"] == document.id]
+                new = by_document.get(document.id)
                 if new:
                     importable = dict(document.importable)
                     importable["labels"] = [*importable.get("labels", []), *new]

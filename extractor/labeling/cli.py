@@ -127,7 +127,8 @@ def serve(settings: LabelingSettings, bind: str, workers: int, threads: int) -> 
             # Uploads can be large and GraphQL calls are quick otherwise; job work happens in
             # background threads, never inside a request.
             "timeout": 120,
-            "graceful_timeout": 30,
+            # A stopping worker lets a prediction call in flight end rather than send it twice.
+            "graceful_timeout": int(max(30, settings.prediction_total_timeout + 10)),
             "accesslog": "-",
             "worker_exit": _release_jobs,
         },

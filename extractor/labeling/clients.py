@@ -7,7 +7,7 @@ name the API and URL (credentials removed) but never a secret.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -91,10 +91,14 @@ class ExtractorClient:
     def __init__(self, settings: LabelingSettings, client: Any | None = None) -> None:
         self.settings = settings
         self.client = client or build_outbound_client(settings)
+        # Prediction APIs answer one batch in seconds: their own timeouts, not an extractor's.
+        self.prediction_client = client or build_outbound_client(settings, prediction=True)
 
     def close(self) -> None:
         """Close pooled connections."""
         self.client.close()
+        if self.prediction_client is not self.client:
+            self.prediction_client.close()
 
     def extract(self, url: str, filename: str, data: bytes, secret: str | None) -> Reply:
         """POST one file as multipart ``upload`` to a custom extractor."""
@@ -113,7 +117,7 @@ class ExtractorClient:
         """POST one signed batch to a prediction API."""
         what = "the prediction API"
         try:
-            reply = self.client.post_json(url, payload, secret=secret)
+            reply = self.prediction_client.post_json(url, payload, secret=secret)
         except ValueError as exc:  # a secret that cannot travel in a header (never quoted)
             raise JobFailure(f"the secret of {what} cannot be sent in an HTTP header") from exc
         except outbound.OutboundError as exc:
@@ -137,8 +141,8 @@ class ExtractorClient:
         )
 
 
-def build_outbound_client(settings: LabelingSettings) -> Any:
-    """The shared outbound client configured from our settings."""
+def build_outbound_client(settings: LabelingSettings, *, prediction: bool = False) -> Any:
+    """The outbound client configured from our settings (``prediction``: its own timeouts)."""
     policy = outbound.OutboundPolicy.from_allow_string(settings.outbound_allow)
     options = outbound.OutboundSettings(
         connect_timeout=settings.outbound_connect_timeout,
@@ -148,4 +152,11 @@ def build_outbound_client(settings: LabelingSettings) -> Any:
         max_reply_bytes=settings.outbound_max_reply_bytes,
         retries=settings.outbound_retries,
     )
+    if prediction:
+        options = replace(
+            options,
+            connect_timeout=settings.prediction_connect_timeout,
+            read_timeout=settings.prediction_read_timeout,
+            total_timeout=settings.prediction_total_timeout,
+        )
     return outbound.OutboundClient(policy, options)

@@ -56,6 +56,19 @@ class LabelingSettings:
     outbound_retries: int = OutboundSettings.retries
     # bytes; one GraphQL request with all its uploads (413 above)
     max_upload_bytes: int = 200 * 1024 * 1024
+    # Job fairness and deadlines (issue 11). The most of the running jobs one team (or one
+    # user's personal jobs) may hold while another team's job waits; above it, its auto-labeling
+    # jobs hand their worker over at the next batch, checkpoint kept. 1 turns preemption off.
+    job_tenant_share: float = 0.5
+    # seconds of worker time one job may use over all its runs; past it the job ends FAILED
+    job_deadline_seconds: float = 7200.0
+    # seconds to resolve and connect to a prediction API (custom extractors keep OUTBOUND_*)
+    prediction_connect_timeout: float = 10.0
+    # seconds a prediction API may stay silent mid-reply, for one batch
+    prediction_read_timeout: float = 60.0
+    # seconds for one whole prediction call: attempts, redirects and backoff waits together;
+    # also the longest a stopping worker waits for a batch in flight
+    prediction_total_timeout: float = 120.0
     # Run Alembic migrations when `serve`, `worker` or `add-user` start.
     auto_migrate: bool = True
 

@@ -6,6 +6,14 @@ write transactions are serialized, so the conditional UPDATE alone decides). A r
 is renewed by a heartbeat thread; a worker that dies stops renewing it and the job is claimed again
 and resumed from its checkpoint. Every write a worker makes is conditional on still holding the
 lease, so a worker that was only slow can never overwrite the one that took over.
+
+Claims are fair between tenants (a team, or one user's personal jobs): the tenant with the
+fewest running jobs goes first, then the one served longest ago, then the oldest job. A running
+job whose tenant holds more than ``job_tenant_share`` of the running jobs while another tenant
+waits hands its worker over at its next step (``JobRun.share_point``); results of finished steps
+are kept in ``job_results`` rows, so nothing is redone. A job also has a deadline in worker time.
+A stopping worker lets the call in flight end (bounded by that call's timeouts), keeps its
+result and then releases the job, so no request is ever sent twice by a deploy.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,13 +30,13 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Protocol, cast
 
-from sqlalchemy import CursorResult, delete, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import CursorResult, delete, func, or_, select, update
+from sqlalchemy.orm import Session, aliased
 
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.db import Database
 from extractor.labeling.errors import JobFailure, JobInterrupted, StorageError
-from extractor.labeling.models import Job, JobUpload, utcnow
+from extractor.labeling.models import Job, JobResult, JobUpload, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +79,26 @@ class ClaimedJob:
     payload: dict[str, Any]
     checkpoint: dict[str, Any] | None
     attempts: int
+    tenant: str
+    run_seconds: float
+
+
+class JobYielded(JobInterrupted):
+    """The job hands its worker to another tenant's waiting job; it is released, not failed."""
+
+
+def _leased(job: Any, now: datetime) -> Any:
+    """Jobs a worker holds right now (``job`` is :class:`Job` or an alias of it)."""
+    return (job.status == IN_PROGRESS) & job.locked_by.is_not(None) & (job.locked_until >= now)
+
+
+def step_results(session: Session, job_id: str) -> list[Any]:
+    """The data of the job's finished steps, in step order (read at delivery)."""
+    return list(
+        session.scalars(
+            select(JobResult.data).where(JobResult.job_id == job_id).order_by(JobResult.step)
+        )
+    )
 
 
 class JobHandler(Protocol):
@@ -105,17 +134,33 @@ class JobQueue:
             listener()
 
     def claim(self, worker_id: str) -> ClaimedJob | None:
-        """Lease the oldest runnable job whose lease is free or expired, or return None."""
+        """Lease a runnable job whose lease is free or expired, fairly between tenants, or None.
+
+        Order: the tenant with the fewest running jobs, then the tenant served longest ago (a
+        job that yielded goes behind the others), then the oldest job.
+        """
         while True:
             now = utcnow()
             with self.db.session() as session:
                 free = or_(Job.locked_until.is_(None), Job.locked_until < now)
+                mate, served = aliased(Job), aliased(Job)
+                running = (
+                    select(func.count())
+                    .select_from(mate)
+                    .where(mate.tenant == Job.tenant, _leased(mate, now))
+                    .scalar_subquery()
+                )
+                last_served = (
+                    select(func.max(served.claimed_at))
+                    .where(served.tenant == Job.tenant)
+                    .scalar_subquery()
+                )
                 candidate = session.execute(
                     select(Job.id, Job.attempts)
                     .where(Job.status.in_(RUNNABLE), free)
-                    .order_by(Job.created_at, Job.id)
+                    .order_by(running, last_served.asc().nulls_first(), Job.created_at, Job.id)
                     .limit(1)
-                    .with_for_update(skip_locked=True)
+                    .with_for_update(skip_locked=True, of=Job)
                 ).first()
                 if candidate is None:
                     return None
@@ -131,6 +176,7 @@ class JobQueue:
                         locked_by=worker_id,
                         locked_until=now + self.lease,
                         heartbeat_at=now,
+                        claimed_at=now,
                         attempts=Job.attempts + 1,
                         updated_at=now,
                     )
@@ -147,7 +193,29 @@ class JobQueue:
                     payload=dict(job.payload),
                     checkpoint=job.checkpoint,
                     attempts=job.attempts,
+                    tenant=job.tenant,
+                    run_seconds=job.run_seconds,
                 )
+
+    def should_yield(self, tenant: str) -> bool:
+        """Whether a job of ``tenant`` should hand its worker over: another tenant's job waits
+        and ``tenant`` holds more than ``job_tenant_share`` of the running jobs."""
+        if self.settings.job_tenant_share >= 1:
+            return False  # a tenant can never hold more than all of them: no query needed
+        now = utcnow()
+        with self.db.session() as session:
+            free = or_(Job.locked_until.is_(None), Job.locked_until < now)
+            waiting = session.scalar(
+                select(Job.id).where(Job.status.in_(RUNNABLE), free, Job.tenant != tenant).limit(1)
+            )
+            if waiting is None:
+                return False
+            total, mine = session.execute(
+                select(func.count(), func.count().filter(Job.tenant == tenant)).where(
+                    _leased(Job, now)
+                )
+            ).one()
+            return bool(mine > self.settings.job_tenant_share * total)
 
     def _give_up(self, session: Session, job_id: str, attempts: int, now: datetime) -> None:
         """Fail a job that has killed or outlived its worker too many times."""
@@ -164,6 +232,7 @@ class JobQueue:
         job.locked_by = job.locked_until = None
         job.updated_at = now
         session.execute(delete(JobUpload).where(JobUpload.job_id == job_id))
+        session.execute(delete(JobResult).where(JobResult.job_id == job_id))
 
     def _owned(self, job_id: str, worker_id: str) -> Any:
         """The WHERE clause of every write a leaseholder makes."""
@@ -182,18 +251,48 @@ class JobQueue:
             return result.rowcount == 1
 
     def save_progress(
-        self, job_id: str, worker_id: str, progress: int, checkpoint: dict[str, Any] | None
+        self,
+        job_id: str,
+        worker_id: str,
+        progress: int,
+        checkpoint: dict[str, Any] | None,
+        run_seconds: float | None = None,
     ) -> bool:
         """Record progress and what a resumed run may skip; False when the lease is lost."""
+        return self.save_step(job_id, worker_id, progress, checkpoint, run_seconds)
+
+    def save_step(
+        self,
+        job_id: str,
+        worker_id: str,
+        progress: int,
+        checkpoint: dict[str, Any] | None,
+        run_seconds: float | None = None,
+        result: tuple[int, Any] | None = None,
+    ) -> bool:
+        """Record progress, the checkpoint and one step's ``(step, data)`` result in one
+        transaction, if the lease is still ours: the bytes written are those of this step only.
+        """
         now = utcnow()
         with self.db.session() as session:
             values: dict[str, Any] = {"progress": progress, "updated_at": now}
             if checkpoint is not None:
                 values["checkpoint"] = checkpoint
-            result = _rows(
+            if run_seconds is not None:
+                values["run_seconds"] = run_seconds
+            owned = _rows(
                 session, update(Job).where(self._owned(job_id, worker_id)).values(**values)
             )
-            return result.rowcount == 1
+            if owned.rowcount != 1:
+                return False
+            if result is not None:
+                step, data = result
+                # A step redone after a lost lease replaces the row its first run may have left.
+                session.execute(
+                    delete(JobResult).where(JobResult.job_id == job_id, JobResult.step == step)
+                )
+                session.add(JobResult(job_id=job_id, step=step, data=data))
+            return True
 
     def deliver(self, job_id: str, worker_id: str, write: Callable[[Session], str | None]) -> bool:
         """Write the job's result and mark it DELIVERED in one transaction, if still ours.
@@ -209,6 +308,7 @@ class JobQueue:
             if job is None:
                 return False
             result_id = write(session)
+            session.execute(delete(JobResult).where(JobResult.job_id == job_id))
             job.status = DELIVERED
             job.progress = 100
             job.result_id = result_id
@@ -234,16 +334,21 @@ class JobQueue:
             job.locked_by = job.locked_until = None
             job.updated_at = now
             session.execute(delete(JobUpload).where(JobUpload.job_id == job_id))
+            session.execute(delete(JobResult).where(JobResult.job_id == job_id))
             return True
 
-    def release(self, job_id: str, worker_id: str) -> None:
-        """Give the job back at once (a stopping worker), so another can resume it now."""
+    def release(self, job_id: str, worker_id: str, run_seconds: float | None = None) -> None:
+        """Give the job back at once (a stopping or yielding worker), so another can resume it
+        now; the claim is not counted as an attempt."""
+        values: dict[str, Any] = {
+            "locked_by": None,
+            "locked_until": None,
+            "attempts": Job.attempts - 1,
+        }
+        if run_seconds is not None:
+            values["run_seconds"] = run_seconds
         with self.db.session() as session:
-            session.execute(
-                update(Job)
-                .where(self._owned(job_id, worker_id))
-                .values(locked_by=None, locked_until=None, attempts=Job.attempts - 1)
-            )
+            session.execute(update(Job).where(self._owned(job_id, worker_id)).values(**values))
 
 
 def _rows(session: Session, statement: Any) -> CursorResult[Any]:
@@ -274,6 +379,7 @@ class JobRun:
         self._lost = threading.Event()
         self._done = threading.Event()
         self._heart = threading.Thread(target=self._beat, name=f"heartbeat-{job.id}", daemon=True)
+        self._started = time.monotonic()
         self.delivered = False
 
     def __enter__(self) -> JobRun:
@@ -295,29 +401,59 @@ class JobRun:
             except StorageError:
                 log.exception("heartbeat of job %s failed; retrying", self.job.id)
 
-    def check(self) -> None:
-        """Raise JobInterrupted when the worker stops or the lease went to another worker."""
+    def run_seconds(self) -> float:
+        """Worker time spent on the job: earlier runs' (as stored) plus this one's so far."""
+        return self.job.run_seconds + (time.monotonic() - self._started)
+
+    def check(self, *, deadline: bool = True) -> None:
+        """Raise JobInterrupted when the worker stops or the lease went to another worker, and
+        JobFailure once the job has used up its deadline (unless ``deadline`` is False)."""
         if self._lost.is_set():
             raise JobInterrupted(f"lease of {self.job.id} lost")
+        limit = self.queue.settings.job_deadline_seconds
+        if deadline and self.run_seconds() > limit:
+            raise JobFailure(
+                f"the job did not finish within its deadline of {limit:g} seconds of work",
+                deadlineSeconds=limit,
+            )
         if self._stopping.is_set():
             raise JobInterrupted(f"worker stopping during {self.job.id}")
+
+    def share_point(self) -> None:
+        """A point where the job can stop and resume losslessly: hand the worker over (raise
+        JobYielded) when our tenant holds more than its share of the running jobs while another
+        tenant's job waits."""
+        if self.queue.should_yield(self.job.tenant):
+            raise JobYielded(f"{self.job.id} yields its worker to another tenant")
 
     @property
     def lease_lost(self) -> bool:
         """Whether another worker may own the job now."""
         return self._lost.is_set()
 
-    def progress(self, percent: int, checkpoint: dict[str, Any] | None = None) -> None:
-        """Save progress (capped at 99 until delivered) and a checkpoint, then check the lease."""
-        if not self.queue.save_progress(
-            self.job.id, self.worker_id, min(max(percent, 0), 99), checkpoint
+    def progress(
+        self,
+        percent: int,
+        checkpoint: dict[str, Any] | None = None,
+        result: tuple[int, Any] | None = None,
+    ) -> None:
+        """Save progress (capped at 99 until delivered), a checkpoint and the ``(step, data)``
+        result of the step just finished, in one transaction; then check the lease."""
+        if not self.queue.save_step(
+            self.job.id,
+            self.worker_id,
+            min(max(percent, 0), 99),
+            checkpoint,
+            self.run_seconds(),
+            result,
         ):
             self._lost.set()
         self.check()
 
     def deliver(self, write: Callable[[Session], str | None]) -> None:
-        """Write the result and mark the job DELIVERED atomically."""
-        self.check()
+        """Write the result and mark the job DELIVERED atomically (all work is done by now, so
+        the deadline no longer applies)."""
+        self.check(deadline=False)
         if not self.queue.deliver(self.job.id, self.worker_id, write):
             self._lost.set()
             raise JobInterrupted(f"lease of {self.job.id} lost before delivery")
@@ -358,11 +494,33 @@ class WorkerPool:
         log.info("started %d labeling worker thread(s) as %s", self.size, self.name)
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Ask every thread to stop after its current step and wait for them; jobs are released."""
+        """Ask every thread to stop after its current step and wait for them; jobs are released.
+
+        A thread inside an outbound call is waited for even past ``timeout``: cutting the call
+        would lose a reply the API already computed and make the next worker send the request
+        again. Calls end within their own total timeouts, so the wait stays bounded; only a
+        thread stuck past those (a bug) is left behind, its lease then expiring.
+        """
         self._stopping.set()
         self._wake.set()
+        settings = self.queue.settings
+        grace = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(max(grace - time.monotonic(), 0))
+        busy = [thread for thread in self._threads if thread.is_alive()]
+        if busy:
+            log.warning(
+                "%d job(s) still in a call after %g s; waiting for the call to end so its reply "
+                "is kept and its request never sent twice",
+                len(busy),
+                timeout,
+            )
+            longest = max(settings.outbound_total_timeout, settings.prediction_total_timeout)
+            limit = time.monotonic() + longest + settings.job_lease_seconds
+            for thread in busy:
+                thread.join(max(limit - time.monotonic(), 0))
+            if any(thread.is_alive() for thread in busy):
+                log.error("a labeling worker thread outlived every call timeout; leaving it")
         self._threads = []
 
     def _loop(self, worker_id: str) -> None:
@@ -396,7 +554,8 @@ class WorkerPool:
             except JobInterrupted as exc:
                 log.info("job %s interrupted: %s", job.id, exc)
                 if not run.lease_lost:
-                    self._settle(partial(self.queue.release, job.id, worker_id))
+                    release = partial(self.queue.release, job.id, worker_id, run.run_seconds())
+                    self._settle(release)
             except JobFailure as failure:
                 log.info("job %s failed: %s", job.id, failure.message)
                 self._settle(partial(self.queue.fail, job.id, worker_id, failure))

@@ -10,6 +10,7 @@ from sqlalchemy import (
     JSON,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -19,6 +20,7 @@ from sqlalchemy import (
     Table,
     Text,
 )
+from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 # Stable constraint names, so Alembic migrations can refer to them on every engine.
@@ -155,18 +157,39 @@ class Document(Base):
     project: Mapped[Project] = relationship(back_populates="documents")
 
 
+def job_tenant(context: DefaultExecutionContext) -> str:
+    """Whom a new job counts against for fair scheduling: its team, else its owner alone.
+
+    Taken from the payload's ``teamId`` (every team job carries one), so no enqueue site has to
+    remember to set it.
+    """
+    params = context.get_current_parameters()
+    payload = params.get("payload")
+    team = payload.get("teamId") if isinstance(payload, dict) else None
+    return f"team:{team}" if team else f"user:{params['owner_id']}"
+
+
 class Job(Base):
     """A unit of background work (project creation, auto-labeling) leased by one worker at a time.
 
     ``locked_by``/``locked_until`` form the lease: a worker that stops heart-beating loses it and
-    the job is claimed again. ``checkpoint`` keeps what a resumed run may skip.
+    the job is claimed again. ``checkpoint`` keeps a small marker of what a resumed run may skip;
+    the results of finished steps live in :class:`JobResult` rows, so a checkpoint costs what
+    one step produced, never everything so far. ``tenant`` (``team:<id>`` or ``user:<id>``)
+    and ``claimed_at`` drive fair claims; ``run_seconds`` is the worker time spent on the job
+    over all its runs, held against the job deadline.
     """
 
     __tablename__ = "jobs"
-    __table_args__ = (Index("ix_jobs_claim", "status", "locked_until"),)
+    __table_args__ = (
+        Index("ix_jobs_claim", "status", "locked_until"),
+        Index("ix_jobs_tenant_status", "tenant", "status"),
+        Index("ix_jobs_tenant_claimed_at", "tenant", "claimed_at"),
+    )
     id: Mapped[str] = mapped_column(String(80), primary_key=True)
     kind: Mapped[str] = mapped_column(String(40))
     owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    tenant: Mapped[str] = mapped_column(String(80), default=job_tenant)
     status: Mapped[str] = mapped_column(String(16))
     progress: Mapped[int] = mapped_column(Integer, default=0)
     errors: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
@@ -177,8 +200,24 @@ class Job(Base):
     locked_by: Mapped[str | None] = mapped_column(String(120))
     locked_until: Mapped[datetime | None] = mapped_column(DateTime)
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime)
+    claimed_at: Mapped[datetime | None] = mapped_column(DateTime)
+    run_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class JobResult(Base):
+    """What one finished step of a running job produced (a batch's labels, a built document).
+
+    One row per step, written in the transaction that advances the job's checkpoint, read back
+    at delivery and deleted when the job ends.
+    """
+
+    __tablename__ = "job_results"
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    data: Mapped[Any] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
 class JobUpload(Base):

@@ -1,7 +1,10 @@
 """The CreateProject job: turn uploads into documents (through a custom API for OCR and audio).
 
 The project row is written only at delivery, in the same transaction that marks the job
-DELIVERED: until then nobody can see a project, and a failed job leaves nothing behind.
+DELIVERED: until then nobody can see a project, and a failed job leaves nothing behind. Each
+document built is kept as a step result (``job_results``) meanwhile, so a resumed job, after a
+restart or after handing its worker to another team, goes on with the next upload instead of
+sending the custom API the finished ones again.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from extractor.labeling.documents import (
     importable_from_text,
 )
 from extractor.labeling.errors import JobFailure
-from extractor.labeling.jobs import JobRun
+from extractor.labeling.jobs import JobRun, step_results
 from extractor.labeling.models import CustomAPI, Document, JobUpload, Project, Tag
 
 log = logging.getLogger(__name__)
@@ -48,25 +51,43 @@ class CreateProjectJob:
         self.db = db
         self.client = client
 
+    def _budget(self, job_id: str, done: int) -> TextBudget:
+        """The project's text budget, charged with what a resumed run already built."""
+        budget = TextBudget.from_settings(self.client.settings)
+        if done:
+            with self.db.session() as session:
+                for result in step_results(session, job_id):
+                    cells = result["importable"]["cells"]
+                    budget.project_lines += len(cells)
+                    budget.project_tokens += sum(len(cell["tokens"]) for cell in cells)
+        return budget
+
     def run(self, run: JobRun) -> None:
-        """Extract each upload in order (redone from the first on a resumed run), then deliver."""
+        """Extract each upload not yet done, in order, storing each document; then deliver."""
         payload = run.job.payload
         kind = payload["kind"]
         uploads = self._uploads(run.job.id)
         api = self._custom_api(payload) if kind in ("OCR", "AUDIO") else None
-        documents: list[tuple[str, dict[str, Any]]] = []
-        budget = TextBudget.from_settings(self.client.settings)  # lines and tokens (issue 11)
-        for done, upload in enumerate(uploads):
+        done: int = (run.job.checkpoint or {}).get("uploadsDone", 0)
+        budget = self._budget(run.job.id, done)  # lines and tokens (issue 11)
+        for index in range(done, len(uploads)):
             run.check()
+            upload = uploads[index]
             if api is None:
                 text = decode_text(upload.content, f"{upload.filename!r}")
                 importable = importable_from_text(upload.filename, kind, text, budget)
             else:
                 importable = self._extract(api, kind, upload, budget)
-            documents.append((upload.filename, importable))
-            run.progress(int(100 * (done + 1) / len(uploads)))
+            run.progress(
+                int(100 * (index + 1) / len(uploads)),
+                {"uploadsDone": index + 1},
+                result=(index, {"name": upload.filename, "importable": importable}),
+            )
+            if index + 1 < len(uploads):
+                run.share_point()
 
         def write(session: Session) -> str:
+            documents = [(d["name"], d["importable"]) for d in step_results(session, run.job.id)]
             project = Project(
                 name=payload["name"],
                 kind=kind,

@@ -459,6 +459,7 @@ class LabelingService:
                 errors=[],
                 payload={
                     "projectId": project.id,
+                    "teamId": project.team_id,  # the job's tenant for fair claims (jobs.py)
                     "labelerEmail": labeler,
                     "endpoint": endpoint,
                     "secretKey": target["secretKey"],

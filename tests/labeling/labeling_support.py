@@ -181,6 +181,9 @@ def fast_settings(database_url: str, data_dir: Path, **overrides: Any) -> Labeli
         "outbound_connect_timeout": 2.0,
         "outbound_read_timeout": 2.0,
         "outbound_total_timeout": 10.0,
+        "prediction_connect_timeout": 2.0,
+        "prediction_read_timeout": 2.0,
+        "prediction_total_timeout": 10.0,
         "outbound_retries": 2,
         "outbound_backoff_seconds": 0.05,
     }
@@ -466,6 +469,7 @@ def cli_env(database_url: str, data_dir: Path, **settings: Any) -> dict[str, str
         "JOB_LEASE_SECONDS": "2",
         "OUTBOUND_ALLOW": "127.0.0.1/32",
         "OUTBOUND_READ_TIMEOUT": "5",
+        "PREDICTION_READ_TIMEOUT": "5",
         "OUTBOUND_BACKOFF_SECONDS": "0.05",
     }
     values.update({key.upper(): str(value) for key, value in settings.items()})

@@ -316,7 +316,7 @@ def test_heartbeats_keep_a_slow_job_with_its_worker(
     make_server: Callable[..., LabelingServer], fake_api: StartAPI
 ) -> None:
     server = make_server(
-        job_lease_seconds=1.0, job_heartbeat_seconds=0.2, outbound_read_timeout=10.0
+        job_lease_seconds=1.0, job_heartbeat_seconds=0.2, prediction_read_timeout=10.0
     )
     user = server.user("Acme")
     project_id = server.token_project(user, ["John"])
