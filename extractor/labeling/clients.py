@@ -7,6 +7,8 @@ name the API and URL (credentials removed) but never a secret.
 from __future__ import annotations
 
 import json
+import logging
+import uuid
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -14,6 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 from extractor.labeling import outbound
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.errors import JobFailure
+
+log = logging.getLogger(__name__)
 
 REPLY_EXCERPT = 300  # bytes of an error reply kept in the job's error, for diagnosis
 
@@ -61,28 +65,43 @@ def _charset(headers: Any) -> str | None:
     return None
 
 
-def describe(error: outbound.OutboundError, what: str, url: str) -> str:
-    """A sentence for the job's user about an outbound failure."""
+def describe(error: outbound.OutboundError, what: str, url: str, reference: str) -> str:
+    """A sentence for the job's user about an outbound failure.
+
+    A server that answered is reported as such; every other failure gets one generic sentence,
+    whatever it was (refused by the policy, refused by the host, timed out, redirected away):
+    telling them apart would name internal addresses and make the service a port scanner. The
+    detail goes to the log under ``reference``, which the sentence quotes for the operator.
+    """
     where = redact_url(url)
-    if isinstance(error, outbound.OutboundRefused):
-        return f"{what} at {where} is not allowed: {error} (see EXTRACTOR_LABELING_OUTBOUND_ALLOW)"
-    if isinstance(error, outbound.OutboundTimeout):
-        return f"{what} at {where} did not answer in time: {error}"
-    if isinstance(error, outbound.OutboundConnectError):
-        return f"cannot reach {what} at {where}: {error}"
     if isinstance(error, outbound.OutboundHTTPStatus):
         return f"{what} at {where} answered HTTP {error.status}"
     if isinstance(error, outbound.OutboundReplyTooLarge):
-        return f"{what} at {where} sent a reply larger than allowed: {error}"
-    return f"calling {what} at {where} failed: {error}"
+        return f"{what} at {where} sent a reply larger than the limit of {error.limit} bytes"
+    return (
+        f"cannot reach {what} at {where}: it is not allowed from this service or did not answer "
+        f"(the service's log has the details under reference {reference})"
+    )
 
 
-def details(error: outbound.OutboundError) -> dict[str, Any]:
+def details(error: outbound.OutboundError, reference: str) -> dict[str, Any]:
     """Machine-readable facts of an outbound failure for ``JobError.args``."""
     if isinstance(error, outbound.OutboundHTTPStatus):
         excerpt = error.body[:REPLY_EXCERPT].decode("utf-8", errors="replace")
         return {"status": error.status, "reply": excerpt}
-    return {"error": type(error).__name__}
+    return {"reference": reference}
+
+
+def failure(error: outbound.OutboundError, what: str, url: str, **facts: Any) -> JobFailure:
+    """The JobFailure a user sees for ``error``; the full story is logged under a reference."""
+    reference = uuid.uuid4().hex[:12]
+    log.warning("%s at %s failed (reference %s): %s", what, redact_url(url), reference, error)
+    return JobFailure(
+        describe(error, what, url, reference),
+        url=redact_url(url),
+        **facts,
+        **details(error, reference),
+    )
 
 
 class ExtractorClient:
@@ -104,9 +123,7 @@ class ExtractorClient:
         except ValueError as exc:  # a secret that cannot travel in a header (never quoted)
             raise JobFailure(f"the secret of {what} cannot be sent in an HTTP header") from exc
         except outbound.OutboundError as exc:
-            raise JobFailure(
-                describe(exc, what, url), url=redact_url(url), document=filename
-            ) from exc
+            raise failure(exc, what, url, document=filename) from exc
         return self._checked(reply, what, url, document=filename)
 
     def predict(self, url: str, payload: dict[str, Any], secret: str) -> Reply:
@@ -117,7 +134,7 @@ class ExtractorClient:
         except ValueError as exc:  # a secret that cannot travel in a header (never quoted)
             raise JobFailure(f"the secret of {what} cannot be sent in an HTTP header") from exc
         except outbound.OutboundError as exc:
-            raise JobFailure(describe(exc, what, url), url=redact_url(url), **details(exc)) from exc
+            raise failure(exc, what, url) from exc
         return self._checked(reply, what, url)
 
     @staticmethod

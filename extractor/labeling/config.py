@@ -25,7 +25,8 @@ class LabelingSettings:
     data_dir: Path = Path("./data")
     # SQLAlchemy URL; empty means sqlite:///<data_dir>/labeling.db. PostgreSQL to scale out.
     database_url: str = ""
-    # Comma-separated hosts and CIDRs that outbound calls may reach although private or loopback.
+    # Comma-separated [http|https://]HOST[:PORT|:*] entries outbound calls may reach although
+    # private or loopback (outbound_policy has the syntax); ':*' is every port, and only if written.
     outbound_allow: str = ""
     # Worker threads run inside each server process; 0 leaves jobs to `extractor labeling worker`.
     embedded_workers: int = 2

@@ -177,7 +177,7 @@ def fast_settings(database_url: str, data_dir: Path, **overrides: Any) -> Labeli
         "job_poll_seconds": 0.05,
         "job_heartbeat_seconds": 0.3,
         "job_lease_seconds": 3.0,
-        "outbound_allow": "127.0.0.1/32",
+        "outbound_allow": "127.0.0.1/32:*",
         "outbound_connect_timeout": 2.0,
         "outbound_read_timeout": 2.0,
         "outbound_total_timeout": 10.0,
@@ -464,7 +464,7 @@ def cli_env(database_url: str, data_dir: Path, **settings: Any) -> dict[str, str
         "JOB_POLL_SECONDS": "0.05",
         "JOB_HEARTBEAT_SECONDS": "0.3",
         "JOB_LEASE_SECONDS": "2",
-        "OUTBOUND_ALLOW": "127.0.0.1/32",
+        "OUTBOUND_ALLOW": "127.0.0.1/32:*",
         "OUTBOUND_READ_TIMEOUT": "5",
         "OUTBOUND_BACKOFF_SECONDS": "0.05",
     }
