@@ -15,7 +15,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from extractor.labeling import outbound
 from extractor.labeling.config import LabelingSettings
-from extractor.labeling.errors import JobFailure
+from extractor.labeling.credentials import SecretBox
+from extractor.labeling.errors import JobFailure, SecretsUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -107,17 +108,27 @@ def failure(error: outbound.OutboundError, what: str, url: str, **facts: Any) ->
 class ExtractorClient:
     """Calls custom extractors and prediction APIs under the deployment's SSRF policy."""
 
-    def __init__(self, settings: LabelingSettings, client: Any | None = None) -> None:
+    def __init__(
+        self,
+        settings: LabelingSettings,
+        client: Any | None = None,
+        *,
+        secrets: SecretBox | None = None,
+    ) -> None:
         self.settings = settings
         self.client = client or build_outbound_client(settings)
+        # Opens custom API secrets, which are stored sealed.
+        self.secrets = secrets
 
     def close(self) -> None:
         """Close pooled connections."""
         self.client.close()
 
-    def extract(self, url: str, filename: str, data: bytes, secret: str | None) -> Reply:
-        """POST one file as multipart ``upload`` to a custom extractor."""
+    def extract(self, url: str, filename: str, data: bytes, sealed_secret: str | None) -> Reply:
+        """POST one file as multipart ``upload`` to a custom extractor, with its secret (stored
+        sealed, opened only here, for the call)."""
         what = "the custom extraction API"
+        secret = None if sealed_secret is None else self._open(sealed_secret, what)
         try:
             reply = self.client.post_file(url, filename, data, secret=secret)
         except ValueError as exc:  # a secret that cannot travel in a header (never quoted)
@@ -136,6 +147,17 @@ class ExtractorClient:
         except outbound.OutboundError as exc:
             raise failure(exc, what, url) from exc
         return self._checked(reply, what, url)
+
+    def _open(self, sealed_secret: str, what: str) -> str:
+        if self.secrets is None:
+            raise JobFailure(f"the secret of {what} cannot be read: this service has no key")
+        try:
+            return self.secrets.open(sealed_secret)
+        except SecretsUnavailableError as exc:
+            log.error("%s", exc)
+            raise JobFailure(
+                f"the secret of {what} cannot be read with this service's keys"
+            ) from exc
 
     @staticmethod
     def _checked(reply: Any, what: str, url: str, **details: Any) -> Reply:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,13 @@ class LabelingSettings:
     max_upload_bytes: int = 200 * 1024 * 1024
     # Run Alembic migrations when `serve`, `worker` or `add-user` start.
     auto_migrate: bool = True
+    # Comma-separated Fernet keys sealing custom API secrets at rest: the first encrypts, all
+    # decrypt (rotation). Empty: SQLite generates <data_dir>/secret-keys; other databases can't
+    # store secrets.
+    secret_keys: str = field(default="", repr=False)
+    # days a bearer token stays valid after it was issued (also for tokens issued before a
+    # change); 0 keeps tokens until they are revoked
+    token_lifetime_days: float = 0.0
 
     @property
     def resolved_database_url(self) -> str:
