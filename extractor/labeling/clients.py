@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from extractor.labeling import outbound
 from extractor.labeling.config import LabelingSettings
-from extractor.labeling.credentials import SecretBox
+from extractor.labeling.credentials import SEALED_PREFIX, SecretBox
 from extractor.labeling.errors import JobFailure, SecretsUnavailableError
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ def describe(error: outbound.OutboundError, what: str, url: str, reference: str)
     if isinstance(error, outbound.OutboundHTTPStatus):
         return f"{what} at {where} answered HTTP {error.status}"
     if isinstance(error, outbound.OutboundReplyTooLarge):
-        return f"{what} at {where} sent a reply larger than the limit of {error.limit} bytes"
+        return f"{what} at {where} sent a reply larger than allowed ({error.limit} bytes)"
     return (
         f"cannot reach {what} at {where}: it is not allowed from this service or did not answer "
         f"(the service's log has the details under reference {reference})"
@@ -138,8 +138,11 @@ class ExtractorClient:
         return self._checked(reply, what, url, document=filename)
 
     def predict(self, url: str, payload: dict[str, Any], secret: str) -> Reply:
-        """POST one signed batch to a prediction API."""
+        """POST one signed batch to a prediction API; ``secret`` is sealed (``seal_field``), or
+        in clear in a job queued before secrets were sealed."""
         what = "the prediction API"
+        if secret.startswith(SEALED_PREFIX):
+            secret = self._open(secret.removeprefix(SEALED_PREFIX), what)
         try:
             reply = self.client.post_json(url, payload, secret=secret)
         except ValueError as exc:  # a secret that cannot travel in a header (never quoted)

@@ -121,6 +121,18 @@ class SecretBox:
             ) from exc
 
 
+#: Marks a sealed secret inside a job payload, where secrets from before sealing may still sit.
+SEALED_PREFIX = "fernet:"
+
+
+def seal_field(box: SecretBox | None, secret: str) -> str:
+    """``secret`` sealed for a JSON payload (a job's), marked with ``SEALED_PREFIX``;
+    SecretsUnavailableError when the deployment has no key."""
+    if box is None:
+        raise SecretsUnavailableError()
+    return SEALED_PREFIX + box.seal(secret)
+
+
 def _split_keys(text: str) -> list[str]:
     return [key.strip() for key in text.replace("\n", ",").split(",") if key.strip()]
 

@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from extractor.labeling.auth import Caller, normalize_email
 from extractor.labeling.autolabel import KIND as AUTO_LABEL
-from extractor.labeling.credentials import SecretBox, refuse_userinfo, shown_url
+from extractor.labeling.credentials import SecretBox, refuse_userinfo, seal_field, shown_url
 from extractor.labeling.db import Database
 from extractor.labeling.errors import (
     ForbiddenError,
@@ -357,7 +357,7 @@ class LabelingService:
                     "projectId": project.id,
                     "labelerEmail": labeler,
                     "endpoint": endpoint,
-                    "secretKey": target["secretKey"],
+                    "secretKey": seal_field(self.secrets, target["secretKey"]),
                     "numberOfFilesPerRequest": per_request,
                 },
                 created_at=now,

@@ -11,6 +11,7 @@ import pytest
 from extractor.labeling import outbound
 from extractor.labeling.clients import ExtractorClient, describe, redact_url
 from extractor.labeling.config import LabelingSettings
+from extractor.labeling.credentials import SecretBox, new_key, seal_field
 from extractor.labeling.errors import JobFailure
 
 OUTBOUND_ERRORS = [
@@ -55,10 +56,11 @@ def test_the_list_of_outbound_errors_is_complete() -> None:
 def test_every_outbound_error_becomes_a_readable_job_failure(
     cls: type[outbound.OutboundError],
 ) -> None:
-    client = ExtractorClient(LabelingSettings(), client=Raising(instance(cls)))
+    box = SecretBox([new_key()], "test key")
+    client = ExtractorClient(LabelingSettings(), client=Raising(instance(cls)), secrets=box)
     for call in (
-        lambda: client.extract(URL, "a.png", b"x", "s3cret"),
-        lambda: client.predict(URL, {"documents": []}, "s3cret"),
+        lambda: client.extract(URL, "a.png", b"x", box.seal("s3cret")),
+        lambda: client.predict(URL, {"documents": []}, seal_field(box, "s3cret")),
     ):
         with pytest.raises(JobFailure) as caught:
             call()

@@ -20,6 +20,7 @@ from labeling_support import (
     LabelingServer,
     Received,
     Reply,
+    capitalized_words_model,
     cli_env,
     fast_settings,
     run_cli,
@@ -160,6 +161,46 @@ def test_custom_api_secrets_are_sealed_at_rest_and_opened_for_the_call(
     assert Fernet(TEST_SECRET_KEY.encode()).decrypt(token.encode()).decode() == API_SECRET
     assert transcribe(server, user, api_id)["status"] == "DELIVERED"
     assert extractor.received[0].headers["authorization"] == f"Bearer {API_SECRET}"
+
+
+def test_prediction_secrets_are_sealed_in_the_queued_job(
+    server: LabelingServer, fake_api: StartAPI, database_url: str
+) -> None:
+    user = server.user("Acme")
+    project_id = server.token_project(user, ["John"])
+    secret = "pr3diction-s3cret-in-job"
+
+    def slow_model(request: Received) -> Reply:
+        model.release.wait(10)  # keeps the job running while its row is read
+        return capitalized_words_model(request)
+
+    model = fake_api(slow_model)
+    mutation = """mutation($input: AutoLabelTokenBasedProjectInput!) {
+      autoLabelTokenBasedProject(input: $input) { id }
+    }"""
+    options = {"numberOfFilesPerRequest": 0, "serviceProvider": "CUSTOM"}
+    target = {"endpoint": model.url, "secretKey": secret}
+    variables = {
+        "input": {
+            "labelerEmail": user.email,
+            "projectId": project_id,
+            "options": options,
+            "targetAPI": target,
+        }
+    }
+    job_id = server.ok(mutation, variables, token=user.token)["autoLabelTokenBasedProject"]["id"]
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            payload = connection.execute(
+                text("SELECT payload FROM jobs WHERE id = :id"), {"id": job_id}
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    assert secret not in str(payload) and '"secretKey": "fernet:' in str(payload).replace("'", '"')
+    model.release.set()
+    assert server.wait_job(user.token, job_id)["status"] == "DELIVERED"
+    assert model.received[0].headers["authorization"] == f"Bearer {secret}"
 
 
 def test_keys_rotate_new_first_old_after(
