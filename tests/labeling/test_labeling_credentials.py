@@ -381,3 +381,32 @@ def test_tokens_expire_after_the_configured_lifetime(
 def test_a_negative_token_lifetime_fails_at_start(tmp_path: Path, database_url: str) -> None:
     with pytest.raises(SettingsError, match="TOKEN_LIFETIME_DAYS"):
         build_state(fast_settings(database_url, tmp_path / "data", token_lifetime_days=-1.0))
+
+
+# -- migration 0003 ---------------------------------------------------------------------------
+
+
+def test_migration_0003_matches_the_models_and_downgrades(database_url: str) -> None:
+    from alembic import command
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from sqlalchemy import inspect
+
+    from extractor.labeling.db import alembic_config
+    from extractor.labeling.models import Base
+
+    config = alembic_config(database_url)
+    engine = create_engine(database_url)
+    try:
+        command.downgrade(config, "0002")
+        try:
+            columns = {c["name"] for c in inspect(engine).get_columns("custom_apis")}
+            assert "secret_token" not in columns and "secret" in columns
+        finally:
+            command.upgrade(config, "head")  # the database is shared with later tests
+        with engine.connect() as connection:
+            diffs = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+        mine = [d for d in diffs if "custom_apis" in str(d) or "access_tokens" in str(d)]
+        assert mine == []
+    finally:
+        engine.dispose()
