@@ -299,6 +299,12 @@ def test_the_cli_refuses_to_start_when_stored_secrets_have_no_key(
     assert "cannot be decrypted" in done.stderr and "rotate-secrets" in done.stderr
 
 
+def test_settings_never_show_their_keys(tmp_path: Path) -> None:
+    key = new_key()
+    settings = fast_settings("", tmp_path, secret_keys=key)
+    assert key not in repr(settings) and key not in str(settings)
+
+
 def test_bad_keys_are_named_but_never_quoted() -> None:
     with pytest.raises(SettingsError, match="key 2 is not a Fernet key") as info:
         SecretBox([new_key(), "not-a-key-but-secret"], "EXTRACTOR_LABELING_SECRET_KEYS")

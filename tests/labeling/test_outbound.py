@@ -27,6 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from extractor.labeling import outbound
 from extractor.labeling.outbound import (
@@ -515,6 +517,33 @@ def test_policy_entries_must_name_their_port(entry: str, why: str) -> None:
     with pytest.raises(ValueError, match=outbound.ALLOW_ENV_VAR) as info:
         OutboundPolicy(entry)
     assert why in str(info.value) and "127.0.0.1:8000" in str(info.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    scheme=st.sampled_from([None, "http", "https"]),
+    target=st.one_of(
+        st.ip_addresses(v=4).map(str),
+        st.ip_addresses(v=6).map(lambda ip: f"[{ip}]"),
+        st.tuples(st.ip_addresses(v=4), st.integers(8, 32)).map(lambda t: f"{t[0]}/{t[1]}"),
+        st.from_regex(
+            r"[a-z]([a-z0-9-]{0,8}[a-z0-9])?(\.[a-z][a-z0-9]{0,10}){0,3}", fullmatch=True
+        ),
+    ),
+    port=st.one_of(st.none(), st.just("*"), st.integers(1, 65535).map(str)),
+)
+def test_every_entry_spelled_back_parses_to_itself(
+    scheme: str | None, target: str, port: str | None
+) -> None:
+    text = (f"{scheme}://" if scheme else "") + target + (f":{port}" if port else "")
+    if scheme is None and port is None:
+        with pytest.raises(ValueError, match="names no port"):
+            outbound.AllowEntry.parse(text)
+        return
+    entry = outbound.AllowEntry.parse(text)
+    assert outbound.AllowEntry.parse(str(entry)) == entry
+    expected = {None: None, "http": 80, "https": 443}[scheme] if port is None else port
+    assert entry.port == (None if expected == "*" else int(expected or 0))
 
 
 def test_policy_checks_without_network() -> None:
