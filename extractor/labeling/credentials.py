@@ -154,11 +154,17 @@ def load_secret_box(settings: LabelingSettings, *, create: bool = True) -> Secre
     path = key_file(settings)
     if path is None:
         return None
-    if not path.exists():
-        if not create:
-            return None
-        _create_key_file(path)
-    return SecretBox(_split_keys(path.read_text(encoding="ascii")), str(path))
+    try:
+        if not path.exists():
+            if not create:
+                return None
+            _create_key_file(path)
+        text = path.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(
+            f"cannot use the secret key file {path} ({exc}); set {KEYS_VARIABLE} instead"
+        ) from exc
+    return SecretBox(_split_keys(text), str(path))
 
 
 def _create_key_file(path: Path) -> None:

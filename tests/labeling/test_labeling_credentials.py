@@ -273,6 +273,13 @@ def test_a_keyless_sqlite_deployment_generates_its_key_file(tmp_path: Path) -> N
     assert key_path.read_text().count("\n") == 1
 
 
+def test_an_unusable_key_file_is_a_clear_start_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "data"
+    blocker.write_text("a file where the data directory should be")
+    with pytest.raises(SettingsError, match="cannot use the secret key file"):
+        load_secret_box(fast_settings("", blocker, secret_keys=""))
+
+
 def test_a_keyless_shared_database_refuses_to_store_secrets(
     make_server: Callable[..., LabelingServer], backend: str
 ) -> None:
