@@ -13,10 +13,11 @@ from flask import Flask, Response, current_app, jsonify, request
 from graphql import DocumentNode, GraphQLError, OperationDefinitionNode
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from extractor.labeling.auth import authenticate
+from extractor.labeling.auth import authenticate, token_lifetime
 from extractor.labeling.autolabel import AutoLabelJob
 from extractor.labeling.clients import ExtractorClient
 from extractor.labeling.config import LabelingSettings, setting_variable
+from extractor.labeling.credentials import load_secret_box, seal_stored_secrets
 from extractor.labeling.db import Database
 from extractor.labeling.errors import InternalServerError, LabelingError
 from extractor.labeling.graphql import (
@@ -66,12 +67,20 @@ def job_handlers(db: Database, client: ExtractorClient) -> dict[str, JobHandler]
 
 def build_state(settings: LabelingSettings, worker_threads: int | None = None) -> LabelingState:
     """Database, queue, service and a worker pool (not started) for ``settings``."""
+    token_lifetime(settings.token_lifetime_days)  # a bad lifetime fails here, not per request
     db = Database(settings.resolved_database_url)
+    try:
+        secrets = load_secret_box(settings)
+        seal_stored_secrets(db, secrets)
+    except BaseException:
+        db.dispose()
+        raise
     queue = JobQueue(db, settings)
     threads = settings.embedded_workers if worker_threads is None else worker_threads
-    client = ExtractorClient(settings)
+    client = ExtractorClient(settings, secrets=secrets)
     workers = WorkerPool(queue, job_handlers(db, client), threads)
-    return LabelingState(settings, db, queue, LabelingService(db, queue, settings), workers, client)
+    service = LabelingService(db, queue, settings, secrets=secrets)
+    return LabelingState(settings, db, queue, service, workers, client)
 
 
 def error_body(message: str, code: str, type_: str) -> dict[str, Any]:
@@ -167,7 +176,11 @@ def graphql_endpoint() -> tuple[Response, int]:
     """Authenticate, run the operation, and shape the answer as ``{data, errors?, extensions}``."""
     state: LabelingState = current_app.extensions[EXTENSION]
     try:
-        caller = authenticate(state.db, request.headers.get("Authorization"))
+        caller = authenticate(
+            state.db,
+            request.headers.get("Authorization"),
+            token_lifetime(state.settings.token_lifetime_days),
+        )
     except LabelingError as exc:
         if isinstance(exc, InternalServerError):
             log.error("cannot authenticate a request", exc_info=exc)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
+from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from extractor.labeling.config import SettingsError
 from extractor.labeling.db import Database
 from extractor.labeling.errors import AuthenticationError, UserInputError
-from extractor.labeling.models import AccessToken, Team, User, team_members
+from extractor.labeling.models import AccessToken, Team, User, team_members, utcnow
 
 TOKEN_BYTES = 32  # 256 random bits: a fast hash is enough, nobody can brute-force the preimage
 
@@ -70,19 +72,58 @@ def add_user(db: Database, email: str, team_name: str | None = None) -> dict[str
         return {"userId": user.id, "token": token, "teamId": team_id}
 
 
-def authenticate(db: Database, authorization: str | None) -> Caller:
-    """The caller behind an ``Authorization: Bearer <token>`` header, else AuthenticationError."""
+def authenticate(
+    db: Database, authorization: str | None, lifetime: timedelta | None = None
+) -> Caller:
+    """The caller behind an ``Authorization: Bearer <token>`` header, else AuthenticationError.
+
+    A revoked token, or one issued more than ``lifetime`` ago, is refused exactly like one that
+    never existed: the caller learns nothing about which tokens once worked.
+    """
     scheme, _, token = (authorization or "").strip().partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise AuthenticationError()
     with db.session() as session:
-        user = session.scalar(
-            select(User).join(AccessToken).where(AccessToken.token_hash == hash_token(token))
+        query = (
+            select(User)
+            .join(AccessToken)
+            .where(AccessToken.token_hash == hash_token(token), AccessToken.revoked_at.is_(None))
         )
+        if lifetime is not None:
+            query = query.where(AccessToken.created_at > utcnow() - lifetime)
+        user = session.scalar(query)
         if user is None:
             raise AuthenticationError()
         team_ids = session.scalars(
             select(team_members.c.team_id).where(team_members.c.user_id == user.id)
         ).all()
         return Caller(user_id=user.id, email=user.email, team_ids=frozenset(team_ids))
+
+
+def token_lifetime(days: float) -> timedelta | None:
+    """The ``token_lifetime_days`` setting as a duration; None (never expire) for 0."""
+    if not days >= 0:  # also refuses NaN
+        raise SettingsError(
+            "EXTRACTOR_LABELING_TOKEN_LIFETIME_DAYS must be 0 (no expiry) or more days"
+        )
+    return timedelta(days=days) if days > 0 else None
+
+
+def revoke_tokens(db: Database, *, token: str | None = None, email: str | None = None) -> int:
+    """Revoke one token (given by its value), or every token of the user ``email``.
+
+    Returns how many were revoked now (0 when already revoked or unknown, so a repeated command
+    is harmless). A revoked token stops working at the next request.
+    """
+    if (token is None) == (email is None):
+        raise UserInputError("give either a token or a user's email")
+    with db.session() as session:
+        query = update(AccessToken).where(AccessToken.revoked_at.is_(None))
+        if token is not None:
+            query = query.where(AccessToken.token_hash == hash_token(token.strip()))
+        else:
+            user_ids = select(User.id).where(User.email == normalize_email(email or ""))
+            query = query.where(AccessToken.user_id.in_(user_ids))
+        result = session.execute(query.values(revoked_at=utcnow()))
+        return int(getattr(result, "rowcount", 0) or 0)

@@ -1,4 +1,5 @@
-"""``extractor labeling serve | worker | add-user | migrate``: the labeling service's commands."""
+"""``extractor labeling serve | worker | add-user | migrate | revoke-token | new-secret-key |
+rotate-secrets``: the labeling service's commands."""
 
 from __future__ import annotations
 
@@ -39,6 +40,19 @@ def parser() -> argparse.ArgumentParser:
     add_user.add_argument("--team", default=None, help="team to join (created if new)")
 
     commands.add_parser("migrate", help="bring the database schema up to date")
+
+    revoke = commands.add_parser(
+        "revoke-token", help="revoke a token (read from stdin with -) or every token of a user"
+    )
+    revoke.add_argument(
+        "token", nargs="?", default=None, help="the token, or - to read it from stdin"
+    )
+    revoke.add_argument("--user", default=None, help="revoke every token of this email instead")
+
+    commands.add_parser("new-secret-key", help="print a new key for SECRET_KEYS")
+    commands.add_parser(
+        "rotate-secrets", help="re-encrypt every stored secret under the first SECRET_KEYS key"
+    )
     return root
 
 
@@ -52,6 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Alembic narrates every plugin and step at INFO; a migration is news only when it fails.
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
+        if args.command == "new-secret-key":  # touches no database
+            from extractor.labeling.credentials import new_key
+
+            print(new_key())
+            return 0
         settings = LabelingSettings.from_env()
         if args.command == "migrate" or (settings.auto_migrate and args.command != "migrate"):
             from extractor.labeling.db import migrate
@@ -61,6 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "add-user":
             return add_user(settings, args.email, args.team)
+        if args.command == "revoke-token":
+            return revoke_token(settings, args.token, args.user)
+        if args.command == "rotate-secrets":
+            return rotate_secrets(settings)
+        check_secrets(settings)  # before gunicorn forks: one clear error instead of N workers'
         if args.command == "worker":
             return run_workers(settings, args.concurrency)
         return serve(settings, args.bind, args.workers, args.threads)
@@ -81,6 +105,54 @@ def add_user(settings: LabelingSettings, email: str, team: str | None) -> int:
     db = Database(settings.resolved_database_url)
     try:
         print(json.dumps(create(db, email, team)))
+    finally:
+        db.dispose()
+    return 0
+
+
+def revoke_token(settings: LabelingSettings, token: str | None, email: str | None) -> int:
+    """Print ``{"revoked": n}`` after revoking a token or all of a user's tokens.
+
+    The token may come from stdin (``-``) so it stays out of the shell history and ``ps``.
+    """
+    from extractor.labeling.auth import revoke_tokens
+    from extractor.labeling.db import Database
+
+    if token == "-":
+        token = sys.stdin.readline().strip()
+    if (token is None) == (email is None) or token == "":
+        raise ValueError("give a token (or - to read it from stdin) or --user EMAIL, not both")
+    db = Database(settings.resolved_database_url)
+    try:
+        print(json.dumps({"revoked": revoke_tokens(db, token=token, email=email)}))
+    finally:
+        db.dispose()
+    return 0
+
+
+def check_secrets(settings: LabelingSettings) -> None:
+    """Seal secrets stored in clear and check the keys open the rest (SettingsError if not)."""
+    from extractor.labeling.credentials import load_secret_box, seal_stored_secrets
+    from extractor.labeling.db import Database
+
+    db = Database(settings.resolved_database_url)
+    try:
+        seal_stored_secrets(db, load_secret_box(settings))
+    finally:
+        db.dispose()
+
+
+def rotate_secrets(settings: LabelingSettings) -> int:
+    """Re-encrypt every stored secret under the first key; prints ``{"rotated": n}``."""
+    from extractor.labeling.credentials import load_secret_box, rotate_stored_secrets
+    from extractor.labeling.db import Database
+
+    box = load_secret_box(settings, create=False)
+    if box is None:
+        raise SettingsError("rotate-secrets needs EXTRACTOR_LABELING_SECRET_KEYS (new key first)")
+    db = Database(settings.resolved_database_url)
+    try:
+        print(json.dumps({"rotated": rotate_stored_secrets(db, box)}))
     finally:
         db.dispose()
     return 0

@@ -7,13 +7,18 @@ name the API and URL (credentials removed) but never a secret.
 from __future__ import annotations
 
 import json
+import logging
+import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from extractor.labeling import outbound
 from extractor.labeling.config import LabelingSettings
-from extractor.labeling.errors import JobFailure
+from extractor.labeling.credentials import SEALED_PREFIX, SecretBox
+from extractor.labeling.errors import JobFailure, SecretsUnavailableError
+
+log = logging.getLogger(__name__)
 
 REPLY_EXCERPT = 300  # bytes of an error reply kept in the job's error, for diagnosis
 
@@ -61,38 +66,61 @@ def _charset(headers: Any) -> str | None:
     return None
 
 
-def describe(error: outbound.OutboundError, what: str, url: str) -> str:
-    """A sentence for the job's user about an outbound failure."""
+def describe(error: outbound.OutboundError, what: str, url: str, reference: str) -> str:
+    """A sentence for the job's user about an outbound failure.
+
+    A server that answered is reported as such; every other failure gets one generic sentence,
+    whatever it was (refused by the policy, refused by the host, timed out, redirected away):
+    telling them apart would name internal addresses and make the service a port scanner. The
+    detail goes to the log under ``reference``, which the sentence quotes for the operator.
+    """
     where = redact_url(url)
-    if isinstance(error, outbound.OutboundRefused):
-        return f"{what} at {where} is not allowed: {error} (see EXTRACTOR_LABELING_OUTBOUND_ALLOW)"
-    if isinstance(error, outbound.OutboundTimeout):
-        return f"{what} at {where} did not answer in time: {error}"
-    if isinstance(error, outbound.OutboundConnectError):
-        return f"cannot reach {what} at {where}: {error}"
     if isinstance(error, outbound.OutboundHTTPStatus):
         return f"{what} at {where} answered HTTP {error.status}"
     if isinstance(error, outbound.OutboundReplyTooLarge):
-        return f"{what} at {where} sent a reply larger than allowed: {error}"
-    return f"calling {what} at {where} failed: {error}"
+        return f"{what} at {where} sent a reply larger than allowed ({error.limit} bytes)"
+    return (
+        f"cannot reach {what} at {where}: it is not allowed from this service or did not answer "
+        f"(the service's log has the details under reference {reference})"
+    )
 
 
-def details(error: outbound.OutboundError) -> dict[str, Any]:
+def details(error: outbound.OutboundError, reference: str) -> dict[str, Any]:
     """Machine-readable facts of an outbound failure for ``JobError.args``."""
     if isinstance(error, outbound.OutboundHTTPStatus):
         excerpt = error.body[:REPLY_EXCERPT].decode("utf-8", errors="replace")
         return {"status": error.status, "reply": excerpt}
-    return {"error": type(error).__name__}
+    return {"reference": reference}
+
+
+def failure(error: outbound.OutboundError, what: str, url: str, **facts: Any) -> JobFailure:
+    """The JobFailure a user sees for ``error``; the full story is logged under a reference."""
+    reference = uuid.uuid4().hex[:12]
+    log.warning("%s at %s failed (reference %s): %s", what, redact_url(url), reference, error)
+    return JobFailure(
+        describe(error, what, url, reference),
+        url=redact_url(url),
+        **facts,
+        **details(error, reference),
+    )
 
 
 class ExtractorClient:
     """Calls custom extractors and prediction APIs under the deployment's SSRF policy."""
 
-    def __init__(self, settings: LabelingSettings, client: Any | None = None) -> None:
+    def __init__(
+        self,
+        settings: LabelingSettings,
+        client: Any | None = None,
+        *,
+        secrets: SecretBox | None = None,
+    ) -> None:
         self.settings = settings
         self.client = client or build_outbound_client(settings)
         # Prediction APIs answer one batch in seconds: their own timeouts, not an extractor's.
         self.prediction_client = client or build_outbound_client(settings, prediction=True)
+        # Opens custom API secrets, which are stored sealed.
+        self.secrets = secrets
 
     def close(self) -> None:
         """Close pooled connections."""
@@ -100,29 +128,43 @@ class ExtractorClient:
         if self.prediction_client is not self.client:
             self.prediction_client.close()
 
-    def extract(self, url: str, filename: str, data: bytes, secret: str | None) -> Reply:
-        """POST one file as multipart ``upload`` to a custom extractor."""
+    def extract(self, url: str, filename: str, data: bytes, sealed_secret: str | None) -> Reply:
+        """POST one file as multipart ``upload`` to a custom extractor, with its secret (stored
+        sealed, opened only here, for the call)."""
         what = "the custom extraction API"
+        secret = None if sealed_secret is None else self._open(sealed_secret, what)
         try:
             reply = self.client.post_file(url, filename, data, secret=secret)
         except ValueError as exc:  # a secret that cannot travel in a header (never quoted)
             raise JobFailure(f"the secret of {what} cannot be sent in an HTTP header") from exc
         except outbound.OutboundError as exc:
-            raise JobFailure(
-                describe(exc, what, url), url=redact_url(url), document=filename
-            ) from exc
+            raise failure(exc, what, url, document=filename) from exc
         return self._checked(reply, what, url, document=filename)
 
     def predict(self, url: str, payload: dict[str, Any], secret: str) -> Reply:
-        """POST one signed batch to a prediction API."""
+        """POST one signed batch to a prediction API; ``secret`` is sealed (``seal_field``), or
+        in clear in a job queued before secrets were sealed."""
         what = "the prediction API"
+        if secret.startswith(SEALED_PREFIX):
+            secret = self._open(secret.removeprefix(SEALED_PREFIX), what)
         try:
             reply = self.prediction_client.post_json(url, payload, secret=secret)
         except ValueError as exc:  # a secret that cannot travel in a header (never quoted)
             raise JobFailure(f"the secret of {what} cannot be sent in an HTTP header") from exc
         except outbound.OutboundError as exc:
-            raise JobFailure(describe(exc, what, url), url=redact_url(url), **details(exc)) from exc
+            raise failure(exc, what, url) from exc
         return self._checked(reply, what, url)
+
+    def _open(self, sealed_secret: str, what: str) -> str:
+        if self.secrets is None:
+            raise JobFailure(f"the secret of {what} cannot be read: this service has no key")
+        try:
+            return self.secrets.open(sealed_secret)
+        except SecretsUnavailableError as exc:
+            log.error("%s", exc)
+            raise JobFailure(
+                f"the secret of {what} cannot be read with this service's keys"
+            ) from exc
 
     @staticmethod
     def _checked(reply: Any, what: str, url: str, **details: Any) -> Reply:

@@ -30,7 +30,8 @@ class LabelingSettings:
     data_dir: Path = Path("./data")
     # SQLAlchemy URL; empty means sqlite:///<data_dir>/labeling.db. PostgreSQL to scale out.
     database_url: str = ""
-    # Comma-separated hosts and CIDRs that outbound calls may reach although private or loopback.
+    # Comma-separated [http|https://]HOST[:PORT|:*] entries outbound calls may reach although
+    # private or loopback (outbound_policy has the syntax); ':*' is every port, and only if written.
     outbound_allow: str = ""
     # Worker threads run inside each server process; 0 leaves jobs to `extractor labeling worker`.
     embedded_workers: int = 2
@@ -71,6 +72,13 @@ class LabelingSettings:
     prediction_total_timeout: float = 120.0
     # Run Alembic migrations when `serve`, `worker` or `add-user` start.
     auto_migrate: bool = True
+    # Comma-separated Fernet keys sealing custom API secrets at rest: the first encrypts, all
+    # decrypt (rotation). Empty: SQLite generates <data_dir>/secret-keys; other databases can't
+    # store secrets.
+    secret_keys: str = field(default="", repr=False)
+    # days a bearer token stays valid after it was issued (also for tokens issued before a
+    # change); 0 keeps tokens until they are revoked
+    token_lifetime_days: float = 0.0
 
     # -- limits and multi-tenancy (issue 11): one tenant cannot exhaust the others' server ------
     # A project job holds its documents until delivery. Measured: a project at the defaults

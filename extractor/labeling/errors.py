@@ -113,3 +113,11 @@ class JobFailure(Exception):
 
 class JobInterrupted(Exception):
     """The worker lost its lease or is stopping: leave the job for another worker to resume."""
+
+
+class SecretsUnavailableError(LabelingError):
+    """A secret cannot be stored or read: the deployment has no (or not the right) secret key."""
+
+    code = "SECRETS_UNAVAILABLE"
+    type = "SecretsUnavailableError"
+    default_message = "This service cannot store secrets: it has no secret key configured"

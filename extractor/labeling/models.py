@@ -93,6 +93,8 @@ class AccessToken(Base):
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # Set by `extractor labeling revoke-token`; the row stays, so the revocation is on record.
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime)
 
 
 class Tag(Base):
@@ -111,14 +113,17 @@ class Tag(Base):
 
 
 class CustomAPI(Base):
-    """A team's text-extraction API; the secret is stored to be sent, and never returned."""
+    """A team's text-extraction API; the secret is stored sealed, to be sent, never returned."""
 
     __tablename__ = "custom_apis"
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     team_id: Mapped[str] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(200))
     endpoint_url: Mapped[str] = mapped_column(Text)
-    secret: Mapped[str | None] = mapped_column(Text)
+    # The secret sealed with the deployment's keys (credentials.SecretBox), None without one.
+    secret_token: Mapped[str | None] = mapped_column(Text)
+    # A secret stored in clear before migration 0003; sealed and cleared when the service starts.
+    legacy_secret: Mapped[str | None] = mapped_column("secret", Text)
     purpose: Mapped[str] = mapped_column(String(16))
     created_by: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

@@ -5,30 +5,31 @@ from inside our network is a server-side request forgery (SSRF) risk, so every s
 through ``OutboundClient``: it resolves the host name, checks every address against an
 ``OutboundPolicy`` and connects to exactly the address it checked (resolution, check and connect
 are one step inside a custom httpcore network backend, so DNS rebinding has no gap to use). The
-same happens on every redirect hop. Time, reply size and retries are bounded, and every transport
-failure becomes an ``OutboundError`` whose message never carries a secret.
+same happens on every redirect hop, judged by its own scheme, host and port: a hop inherits no
+allowance from the one before. Time, reply size and retries are bounded, and every transport
+failure becomes an ``OutboundError`` whose message never carries a secret (but may name internal
+addresses: it is for the operator's log, and ``clients`` decides what a user sees).
+
+The policy lives in ``outbound_policy``, the errors in ``outbound_errors``; this module holds the
+transport and the client.
 """
 
 from __future__ import annotations
 
-import base64
 import concurrent.futures
 import contextvars
 import email.utils
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import math
-import os
 import random
-import re
 import socket
 import ssl
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -36,253 +37,52 @@ from typing import Any
 import httpcore
 import httpx
 
-logger = logging.getLogger(__name__)
+from extractor.labeling.outbound_errors import (
+    OutboundConnectError,
+    OutboundError,
+    OutboundHTTPStatus,
+    OutboundRefused,
+    OutboundReplyTooLarge,
+    OutboundTimeout,
+)
+from extractor.labeling.outbound_policy import (
+    ALLOW_ENV_VAR,
+    AllowEntry,
+    OutboundPolicy,
+    _normalise_host,
+    _parse_ip,
+    default_refusal_reason,
+)
 
-#: The setting that lists destinations allowed despite the default refusals.
-ALLOW_ENV_VAR = "EXTRACTOR_LABELING_OUTBOUND_ALLOW"
+# The policy and the errors live in their own modules; they are part of this module's interface.
+__all__ = [
+    "ALLOW_ENV_VAR",
+    "AllowEntry",
+    "OutboundClient",
+    "OutboundConnectError",
+    "OutboundError",
+    "OutboundHTTPStatus",
+    "OutboundPolicy",
+    "OutboundRefused",
+    "OutboundReply",
+    "OutboundReplyTooLarge",
+    "OutboundSettings",
+    "OutboundTimeout",
+    "Resolver",
+    "default_refusal_reason",
+    "system_resolver",
+]
+
+logger = logging.getLogger(__name__)
 
 #: Turns (host, port) into IP address strings; injectable so tests never touch real DNS.
 Resolver = Callable[[str, int], list[str]]
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-
 USER_AGENT = "extractor-labeling/outbound"
 
-# Names that reach a cloud provider's instance metadata service (credentials!) whatever they
-# resolve to from where a check might run; refused by name before any DNS query.
-_METADATA_HOSTS = frozenset(
-    {
-        "metadata.google.internal",  # GCP
-        "metadata.goog",  # GCP
-        "metadata",  # GCP's short name inside an instance
-        "instance-data",  # AWS
-        "instance-data.ec2.internal",  # AWS
-    }
-)
-# Metadata service addresses, named as such in refusals so an operator sees what was attempted.
-_METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a)
-    for a in (
-        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean, ...
-        "fd00:ec2::254",  # AWS over IPv6
-        "100.100.100.200",  # Alibaba Cloud
-    )
-)
-_PRIVATE_NETWORKS = tuple(
-    ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
-)
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_HOSTNAME = re.compile(
-    r"(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*"
-)
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _EXCERPT_BYTES = 2048  # how much of an error reply's body OutboundHTTPStatus keeps
 _WRITE_SLICE = 64 * 1024  # bytes per socket write, so the total deadline is re-checked often
-
-
-# -- errors -----------------------------------------------------------------------------------
-
-
-class OutboundError(Exception):
-    """Base of every failure of an outbound call; the message is safe to log (no secrets)."""
-
-
-class OutboundRefused(OutboundError):
-    """The policy forbids the destination (scheme, host name or resolved address); not retried."""
-
-
-class OutboundTimeout(OutboundError):
-    """A connect, read or write time limit, or the whole call's time limit, ran out."""
-
-
-class OutboundConnectError(OutboundError):
-    """The connection could not be made or broke (refused, reset, DNS or TLS failure)."""
-
-
-class OutboundHTTPStatus(OutboundError):
-    """The server answered with a non-2xx status (after retries, for the retryable ones)."""
-
-    def __init__(self, message: str, *, status: int, body: bytes = b"") -> None:
-        super().__init__(message)
-        self.status = status
-        # The reply's first bytes, for diagnostics; kept out of the message, which gets logged.
-        self.body = body
-
-
-class OutboundReplyTooLarge(OutboundError):
-    """The reply body passed ``OutboundSettings.max_reply_bytes``; reading stopped there."""
-
-    def __init__(self, message: str, *, limit: int) -> None:
-        super().__init__(message)
-        self.limit = limit
-
-
-# -- policy -----------------------------------------------------------------------------------
-
-
-def _normalise_host(host: str) -> str:
-    """Lowercase without the trailing root dot, so 'Metadata.Google.Internal.' matches too."""
-    return host.strip().lower().rstrip(".")
-
-
-def _parse_ip(text: str) -> IPAddress | None:
-    """The IP address ``text`` spells (brackets allowed for IPv6), or None for anything else."""
-    try:
-        return ipaddress.ip_address(text.strip().removeprefix("[").removesuffix("]"))
-    except ValueError:
-        return None
-
-
-def _embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[str, ipaddress.IPv4Address] | None:
-    """The IPv4 address an IPv6 address stands for (mapped, 6to4, NAT64), with that scheme's name.
-
-    Such an address reaches the IPv4 host, so it must be judged as that host.
-    """
-    if ip.ipv4_mapped is not None:
-        return "IPv4-mapped", ip.ipv4_mapped
-    if ip.sixtofour is not None:
-        return "6to4", ip.sixtofour
-    if ip in _NAT64:
-        return "NAT64", ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return None
-
-
-def default_refusal_reason(ip: IPAddress) -> str | None:
-    """Why the default policy refuses ``ip`` ("loopback", "private", ...), or None if public."""
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded = _embedded_ipv4(ip)
-        if embedded is not None:
-            scheme, ipv4 = embedded
-            reason = default_refusal_reason(ipv4)
-            return None if reason is None else f"{scheme} {reason}"
-    # Order matters: the first match names the reason, so the specific ones come first
-    # (0.0.0.0 and 169.254/16 are also "private" to the ipaddress module).
-    if ip in _METADATA_ADDRESSES:
-        return "cloud metadata"
-    if ip.is_unspecified:
-        return "unspecified"
-    if ip.is_loopback:
-        return "loopback"
-    if ip.is_link_local:
-        return "link-local"
-    if ip.is_multicast:
-        return "multicast"
-    if any(ip in net for net in _PRIVATE_NETWORKS):
-        return "private"
-    if ip in _CGNAT:
-        return "shared address space (CGNAT)"
-    if ip.is_reserved:
-        return "reserved"
-    if not ip.is_global:
-        # Documentation, benchmarking, IETF protocol ranges, site-local, ...
-        return "special-purpose, not globally routable"
-    return None
-
-
-class OutboundPolicy:
-    """Which destinations outbound calls may reach: public addresses, plus an explicit allow-list.
-
-    The allow-list holds host names (allowed whatever they resolve to), IP addresses and CIDR
-    networks (allowing the addresses inside them), so an operator can let the labeling service
-    reach e.g. an extractor on the same private network.
-    """
-
-    def __init__(self, allow: str | Iterable[str] = "") -> None:
-        entries = allow.split(",") if isinstance(allow, str) else list(allow)
-        hosts: set[str] = set()
-        networks: list[IPNetwork] = []
-        for raw in entries:
-            entry = raw.strip()
-            if not entry:
-                continue
-            try:
-                # strict=False: '127.0.0.1/8' means the network 127.0.0.0/8, as people write it.
-                bare = entry.removeprefix("[").replace("]", "")
-                networks.append(ipaddress.ip_network(bare, strict=False))
-                continue
-            except ValueError:
-                pass
-            name = _normalise_host(entry)
-            # All digits and dots is a mistyped address ("10.1.2"), not a host name.
-            numeric = re.fullmatch(r"[0-9.]+", name) is not None
-            if numeric or not name.isascii() or not _HOSTNAME.fullmatch(name):
-                raise ValueError(
-                    f"{ALLOW_ENV_VAR}: {entry!r} is neither a host name (ASCII, punycode for "
-                    "international names), an IP address nor a CIDR network"
-                )
-            hosts.add(name)
-        self.allowed_hosts: frozenset[str] = frozenset(hosts)
-        self.allowed_networks: tuple[IPNetwork, ...] = tuple(networks)
-
-    @classmethod
-    def from_allow_string(cls, allow: str) -> OutboundPolicy:
-        """The policy a comma-separated allow string (the setting's format) describes."""
-        return cls(allow)
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> OutboundPolicy:
-        """The policy the ``EXTRACTOR_LABELING_OUTBOUND_ALLOW`` setting describes."""
-        env = os.environ if environ is None else environ
-        return cls(env.get(ALLOW_ENV_VAR, ""))
-
-    def __repr__(self) -> str:
-        allowed = sorted(self.allowed_hosts) + [str(n) for n in self.allowed_networks]
-        return f"OutboundPolicy(allow={','.join(allowed)!r})"
-
-    def host_allowed(self, host: str) -> bool:
-        """Whether ``host`` is allowed by name, which waives the address checks."""
-        return _normalise_host(host) in self.allowed_hosts
-
-    def address_allowed(self, ip: IPAddress) -> bool:
-        """Whether an allowed network holds ``ip`` (or the IPv4 address it maps to)."""
-        candidates: list[IPAddress] = [ip]
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            candidates.append(ip.ipv4_mapped)
-        return any(c in net for c in candidates for net in self.allowed_networks)
-
-    def check_url(self, url: str | httpx.URL) -> httpx.URL:
-        """Parses ``url`` and refuses what needs no DNS: non-http(s) schemes and metadata names."""
-        try:
-            parsed = httpx.URL(url)
-        except (httpx.InvalidURL, TypeError, ValueError) as exc:
-            # The text is customer-supplied and may hold credentials: don't echo it.
-            raise OutboundError("invalid URL: it cannot be parsed") from exc
-        host = parsed.host
-        if parsed.scheme not in ("http", "https"):
-            raise OutboundRefused(
-                f"refusing scheme {parsed.scheme[:20]!r} for host {host or '(none)'}: "
-                "only http and https are allowed"
-            )
-        if not host:
-            raise OutboundRefused("refusing a URL without a host")
-        self.check_host(host)
-        return parsed
-
-    def check_host(self, host: str) -> None:
-        """Refuses cloud metadata names unless the allow-list names them."""
-        name = _normalise_host(host)
-        if name in _METADATA_HOSTS and name not in self.allowed_hosts:
-            raise OutboundRefused(f"refusing host {name} (cloud metadata name)")
-
-    def check_addresses(self, host: str, addresses: Sequence[str]) -> None:
-        """Refuses unless every address ``host`` resolved to is permitted.
-
-        All of them, not just the first: the connection may fall back to any of them.
-        """
-        self.check_host(host)
-        if self.host_allowed(host):
-            return
-        for address in addresses:
-            ip = _parse_ip(address)
-            if ip is None:
-                raise OutboundRefused(f"refusing {address!r} (not an IP address) for host {host}")
-            if self.address_allowed(ip):
-                continue
-            reason = default_refusal_reason(ip)
-            if reason is not None:
-                raise OutboundRefused(f"refusing {ip} ({reason}) for host {host}")
 
 
 # -- settings and reply -----------------------------------------------------------------------
@@ -356,6 +156,12 @@ class OutboundReply:
 # operation. A context variable, so concurrent calls from several threads each see their own.
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "outbound_deadline", default=None
+)
+# The scheme of the request being sent, which the allow-list entries may restrict; the network
+# backend only sees host and port. The pool keys connections by scheme, host and port, so a
+# connection checked for one scheme is never reused for another.
+_scheme: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "outbound_scheme", default=None
 )
 
 
@@ -434,9 +240,10 @@ class _GuardedBackend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
-        self._policy.check_host(host)
+        scheme = _scheme.get()
+        self._policy.check_host(host, scheme, port)
         addresses = self._resolve(host, port, _capped(timeout, httpcore.ConnectTimeout))
-        self._policy.check_addresses(host, addresses)
+        self._policy.check_addresses(host, addresses, scheme=scheme, port=port)
         last_error: Exception | None = None
         for address in addresses:
             try:
@@ -830,11 +637,6 @@ class OutboundClient:
         except OutboundRefused as exc:
             logger.warning("outbound call refused: %s", exc)
             raise
-        if target.username and "Authorization" not in credentials:
-            # Credentials in the URL work as HTTP basic auth, but never reach a log or message.
-            pair = f"{target.username}:{target.password}".encode()
-            credentials = {"Authorization": f"Basic {base64.b64encode(pair).decode('ascii')}"}
-        target = target.copy_with(userinfo=b"")
         origin = target
         token = _deadline.set(time.monotonic() + settings.total_timeout)
         try:
@@ -854,11 +656,14 @@ class OutboundClient:
                     extensions={"timeout": self._timeouts()},
                 )
                 logger.debug("%s (attempt %d)", where, retries + 1)
+                scheme_token = _scheme.set(target.scheme)
                 try:
                     outcome = self._attempt(request, where)
                 except OutboundRefused as exc:
                     logger.warning("outbound call refused: %s", exc)
                     raise
+                finally:
+                    _scheme.reset(scheme_token)
                 if isinstance(outcome, OutboundReply):
                     logger.debug("%s: %d, %d bytes", where, outcome.status, len(outcome.content))
                     return outcome
@@ -873,7 +678,6 @@ class OutboundClient:
                     except OutboundRefused as exc:
                         logger.warning("outbound redirect from %s refused: %s", where, exc)
                         raise
-                    following = following.copy_with(userinfo=b"")  # never use creds from Location
                     if outcome.status == 303 or (outcome.status in (301, 302) and method == "POST"):
                         # What browsers and httpx do: the follow-up is a GET without the body.
                         method, content, files = "GET", None, None

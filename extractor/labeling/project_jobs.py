@@ -126,7 +126,9 @@ class CreateProjectJob:
     def _extract(
         self, api: CustomAPI, kind: str, upload: Upload, budget: TextBudget
     ) -> dict[str, Any]:
-        reply = self.client.extract(api.endpoint_url, upload.filename, upload.content, api.secret)
+        reply = self.client.extract(
+            api.endpoint_url, upload.filename, upload.content, api.secret_token
+        )
         importable = importable_from_reply(
             upload.filename, kind, reply.content_type, reply.content, reply.charset, budget
         )

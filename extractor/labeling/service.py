@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from extractor.labeling.auth import Caller, normalize_email
 from extractor.labeling.autolabel import KIND as AUTO_LABEL
 from extractor.labeling.config import LabelingSettings, setting_variable
+from extractor.labeling.credentials import SecretBox, refuse_userinfo, seal_field, shown_url
 from extractor.labeling.db import Database
 from extractor.labeling.documents import DocumentTooLarge, TextBudget, decode_text
 from extractor.labeling.errors import (
@@ -26,6 +27,7 @@ from extractor.labeling.errors import (
     JobFailure,
     LimitExceededError,
     NotFoundError,
+    SecretsUnavailableError,
     UserInputError,
 )
 from extractor.labeling.jobs import IN_PROGRESS, QUEUED, RUNNABLE, JobQueue, job_view, new_job_id
@@ -59,7 +61,7 @@ def custom_api_view(api: CustomAPI) -> dict[str, Any]:
     return {
         "id": api.id,
         "name": api.name,
-        "endpointURL": api.endpoint_url,
+        "endpointURL": shown_url(api.endpoint_url),
         "purpose": api.purpose,
         "teamId": api.team_id,
     }
@@ -97,6 +99,7 @@ def checked_url(value: str, what: str) -> str:
         raise UserInputError(f"{what} is not a valid URL") from exc
     if parts.scheme not in ("http", "https") or not host or len(value) > MAX_URL:
         raise UserInputError(f"{what} must be an absolute http:// or https:// URL")
+    refuse_userinfo(value, what)
     return value
 
 
@@ -120,11 +123,18 @@ class LabelingService:
     """The operations of the GraphQL schema over one database and job queue."""
 
     def __init__(
-        self, db: Database, queue: JobQueue, settings: LabelingSettings | None = None
+        self,
+        db: Database,
+        queue: JobQueue,
+        settings: LabelingSettings | None = None,
+        *,
+        secrets: SecretBox | None = None,
     ) -> None:
         self.db = db
         self.queue = queue
         self.settings = settings or LabelingSettings()
+        # Seals custom API secrets; None: this deployment has no key and stores none.
+        self.secrets = secrets
 
     # -- teams ----------------------------------------------------------------------------
 
@@ -194,11 +204,16 @@ class LabelingService:
         """Register a team's extraction API; the secret is stored to be sent, never shown."""
         team_id = self.require_member(caller, team_id)
         secret = checked_secret(fields.get("secret"), "secret")
+        sealed: str | None = None
+        if secret is not None:
+            if self.secrets is None:
+                raise SecretsUnavailableError()
+            sealed = self.secrets.seal(secret)
         api = CustomAPI(
             team_id=team_id,
             name=checked_name(fields["name"], "A custom API name"),
             endpoint_url=checked_url(fields["endpointURL"], "endpointURL"),
-            secret=secret,
+            secret_token=sealed,
             purpose=fields["purpose"],
             created_by=caller.user_id,
         )
@@ -462,7 +477,7 @@ class LabelingService:
                     "teamId": project.team_id,  # the job's tenant for fair claims (jobs.py)
                     "labelerEmail": labeler,
                     "endpoint": endpoint,
-                    "secretKey": target["secretKey"],
+                    "secretKey": seal_field(self.secrets, target["secretKey"]),
                     "numberOfFilesPerRequest": per_request,
                 },
                 created_at=now,

@@ -35,6 +35,7 @@ from werkzeug.serving import make_server as make_wsgi_server
 from extractor.labeling.app import LabelingState, create_labeling_app
 from extractor.labeling.auth import add_user
 from extractor.labeling.config import LabelingSettings
+from extractor.labeling.credentials import new_key
 from extractor.labeling.db import Database, migrate
 from extractor.labeling.models import Base
 
@@ -168,6 +169,10 @@ class DatabaseFactory:
 # -- the labeling server ----------------------------------------------------------------------
 
 
+# One key for the whole run: the servers and CLI processes of one test share a database.
+TEST_SECRET_KEY = new_key()
+
+
 def fast_settings(database_url: str, data_dir: Path, **overrides: Any) -> LabelingSettings:
     """Settings with short timeouts and polls, loopback allowed for the test's fake APIs."""
     values: dict[str, Any] = {
@@ -177,7 +182,8 @@ def fast_settings(database_url: str, data_dir: Path, **overrides: Any) -> Labeli
         "job_poll_seconds": 0.05,
         "job_heartbeat_seconds": 0.3,
         "job_lease_seconds": 3.0,
-        "outbound_allow": "127.0.0.1/32",
+        "outbound_allow": "127.0.0.1/32:*",
+        "secret_keys": TEST_SECRET_KEY,
         "outbound_connect_timeout": 2.0,
         "outbound_read_timeout": 2.0,
         "outbound_total_timeout": 10.0,
@@ -467,7 +473,8 @@ def cli_env(database_url: str, data_dir: Path, **settings: Any) -> dict[str, str
         "JOB_POLL_SECONDS": "0.05",
         "JOB_HEARTBEAT_SECONDS": "0.3",
         "JOB_LEASE_SECONDS": "2",
-        "OUTBOUND_ALLOW": "127.0.0.1/32",
+        "OUTBOUND_ALLOW": "127.0.0.1/32:*",
+        "SECRET_KEYS": TEST_SECRET_KEY,
         "OUTBOUND_READ_TIMEOUT": "5",
         "PREDICTION_READ_TIMEOUT": "5",
         "OUTBOUND_BACKOFF_SECONDS": "0.05",

@@ -275,7 +275,7 @@ def test_a_model_that_hangs_fails_the_job_in_bounded_time(
     started = time.monotonic()
     job = start_auto_label(server, user, project_id, api["model"].url)
     done = server.wait_job(user.token, job["id"], timeout=30)
-    assert done["status"] == "FAILED" and "did not answer in time" in done["errors"][0]["stack"]
+    assert done["status"] == "FAILED" and "did not answer" in done["errors"][0]["stack"]
     assert time.monotonic() - started < 15
 
 
@@ -319,7 +319,8 @@ def test_loopback_is_refused_unless_allowed(make_server: Any, fake_api: StartAPI
     done = server.wait_job(user.token, start_auto_label(server, user, project_id, model.url)["id"])
     assert done["status"] == "FAILED"
     stack = done["errors"][0]["stack"]
-    assert "is not allowed" in stack and "loopback" in stack and "OUTBOUND_ALLOW" in stack
+    # One generic sentence for the user (no address class, no refused-vs-timed-out hint).
+    assert "cannot reach the prediction API" in stack and "loopback" not in stack
     assert model.received == []  # the listener was never touched
 
 
@@ -351,13 +352,13 @@ def test_a_name_is_judged_by_the_address_it_resolves_to(
     model = fake_api(capitalized_words_model)
     endpoint = model.url.replace("127.0.0.1", "localhost")
     done = server.wait_job(user.token, start_auto_label(server, user, project_id, endpoint)["id"])
-    assert done["status"] == "FAILED" and "loopback" in done["errors"][0]["stack"]
+    assert done["status"] == "FAILED" and "is not allowed" in done["errors"][0]["stack"]
     assert model.received == []
 
 
 def test_a_redirect_to_a_refused_address_fails(make_server: Any, fake_api: StartAPI) -> None:
     # Only this one port's host is allowed by name; the redirect goes to a literal loopback IP.
-    server = make_server(outbound_allow="localhost")
+    server = make_server(outbound_allow="localhost:*")
     user = server.user("Acme")
     project_id = server.token_project(user, ["John"])
     inner = fake_api(capitalized_words_model)

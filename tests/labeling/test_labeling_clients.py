@@ -11,6 +11,7 @@ import pytest
 from extractor.labeling import outbound
 from extractor.labeling.clients import ExtractorClient, describe, redact_url
 from extractor.labeling.config import LabelingSettings
+from extractor.labeling.credentials import SecretBox, new_key, seal_field
 from extractor.labeling.errors import JobFailure
 
 OUTBOUND_ERRORS = [
@@ -55,18 +56,47 @@ def test_the_list_of_outbound_errors_is_complete() -> None:
 def test_every_outbound_error_becomes_a_readable_job_failure(
     cls: type[outbound.OutboundError],
 ) -> None:
-    client = ExtractorClient(LabelingSettings(), client=Raising(instance(cls)))
+    box = SecretBox([new_key()], "test key")
+    client = ExtractorClient(LabelingSettings(), client=Raising(instance(cls)), secrets=box)
     for call in (
-        lambda: client.extract(URL, "a.png", b"x", "s3cret"),
-        lambda: client.predict(URL, {"documents": []}, "s3cret"),
+        lambda: client.extract(URL, "a.png", b"x", box.seal("s3cret")),
+        lambda: client.predict(URL, {"documents": []}, seal_field(box, "s3cret")),
     ):
         with pytest.raises(JobFailure) as caught:
             call()
         text = f"{caught.value.message} {caught.value.details}"
         assert "api.example.com:8443/v1/predict" in text
         assert "pa55word" not in text and "t0ken" not in text and "s3cret" not in text
-    if cls is not outbound.OutboundError:
-        assert not describe(instance(cls), "the API", URL).startswith("calling")
+    text = describe(instance(cls), "the API", URL, "ref123")
+    if cls in (outbound.OutboundHTTPStatus, outbound.OutboundReplyTooLarge):
+        assert "ref123" not in text  # the server answered: the user is told what it said
+    else:
+        assert text == (
+            "cannot reach the API at https://api.example.com:8443/v1/predict: it is not allowed "
+            "from this service or did not answer (the service's log has the details under "
+            "reference ref123)"
+        )
+
+
+def test_users_cannot_tell_a_refusal_from_a_timeout_but_the_log_can(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A port scanner needs to tell refused, closed and filtered apart; the user sees one story."""
+    seen: list[tuple[str, dict[str, Any]]] = []
+    for error in (
+        outbound.OutboundRefused("refusing 10.0.0.5 (private) for host a.test, http port 22"),
+        outbound.OutboundTimeout("connecting for POST http://10.0.0.5:22/ timed out"),
+        outbound.OutboundConnectError("cannot connect for POST http://10.0.0.5:22/: refused"),
+        outbound.OutboundError("POST http://10.0.0.5:22/ redirected more than 5 times"),
+    ):
+        client = ExtractorClient(LabelingSettings(), client=Raising(error))
+        with pytest.raises(JobFailure) as caught:
+            client.predict("http://a.test:22/", {"documents": []}, "s3cret")
+        reference = caught.value.details.pop("reference")
+        assert f"reference {reference}" in caplog.text and str(error) in caplog.text
+        seen.append((caught.value.message.replace(reference, "REF"), caught.value.details))
+        assert "10.0.0.5" not in caught.value.message
+    assert all(one == seen[0] for one in seen)
 
 
 def test_redacted_urls_keep_where_but_not_who() -> None:

@@ -192,7 +192,7 @@ def test_a_custom_api_on_loopback_is_refused_unless_allowed(
 def test_the_allow_list_opens_exactly_what_it_names(
     make_server: Callable[..., LabelingServer], fake_api: StartAPI
 ) -> None:
-    server = make_server(outbound_allow="10.0.0.0/8, 127.0.0.1/32")
+    server = make_server(outbound_allow="10.0.0.0/8:*, 127.0.0.1/32:*")
     user = server.user("Acme")
     extractor = fake_api(lambda _: json_reply(OCR_REPLY))
     api_id = register(server, user, extractor.url, "OCR_API", API_SECRET)

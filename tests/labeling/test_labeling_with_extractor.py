@@ -185,4 +185,4 @@ def test_the_extractor_is_on_loopback_so_a_default_policy_refuses_it(
         user.token, "P", "OCR", [("a.png", b"x")], teamId=user.team_id, customAPIId=api_id
     )
     job = server.wait_job(user.token, started["data"]["createProject"]["id"])
-    assert job["status"] == "FAILED" and "loopback" in job["errors"][0]["stack"]
+    assert job["status"] == "FAILED" and "is not allowed" in job["errors"][0]["stack"]

@@ -27,6 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from extractor.labeling import outbound
 from extractor.labeling.outbound import (
@@ -281,7 +283,9 @@ def test_default_policy_refuses_a_name_resolving_to_loopback(
     c, resolver = make_client(table={"x.test": ["127.0.0.2"]})
     with c, pytest.raises(OutboundRefused) as info:
         c.post_json(server.url(host="x.test"), {"a": 1}, secret=SECRET)
-    assert str(info.value) == "refusing 127.0.0.2 (loopback) for host x.test"
+    assert str(info.value) == (
+        f"refusing 127.0.0.2 (loopback) for host x.test, http port {server.port}"
+    )
     assert resolver.calls == ["x.test"]
     time.sleep(0.1)
     assert server.connections == 0 and server.requests == []
@@ -309,6 +313,8 @@ def test_default_policy_refuses_a_name_resolving_to_loopback(
         ("ff02::1", "multicast"),
         ("240.0.0.1", "reserved"),
         ("192.0.2.10", "not globally routable"),
+        ("fec0::1", "site-local"),
+        ("168.63.129.16", "cloud metadata"),
     ],
 )
 def test_refuses_special_addresses_before_connecting(
@@ -328,7 +334,7 @@ def test_one_private_address_among_several_is_refused(
     tripwire: Callable[[str], Tripwire], connections: list[tuple[str, int]]
 ) -> None:
     wire = tripwire("127.0.0.1")
-    c, _ = make_client("127.0.0.1/32", {"mixed.test": ["127.0.0.1", "10.0.0.5"]})
+    c, _ = make_client("127.0.0.1/32:*", {"mixed.test": ["127.0.0.1", "10.0.0.5"]})
     with c, pytest.raises(OutboundRefused, match=r"10\.0\.0\.5 \(private\) for host mixed\.test"):
         c.post_file(f"http://mixed.test:{wire.port}/", "a.txt", b"x", secret=None)
     assert not wire.touched()
@@ -346,7 +352,7 @@ def test_one_private_address_among_several_is_refused(
     ],
 )
 def test_refuses_non_http_urls_without_resolving(url: str) -> None:
-    c, resolver = make_client("files.test", {"files.test": ["127.0.0.1"]})
+    c, resolver = make_client("files.test:*", {"files.test": ["127.0.0.1"]})
     with c, pytest.raises(OutboundRefused):
         c.post_file(url, "a.txt", b"x", secret=None)
     assert resolver.calls == []
@@ -365,7 +371,7 @@ def test_allowed_cidr_lets_its_addresses_through_only(
 ) -> None:
     inside = servers()
     outside = servers(host="127.0.0.2")
-    c, _ = make_client("127.0.0.1/32", {"out.test": ["127.0.0.2"]})
+    c, _ = make_client("127.0.0.1/32:*", {"out.test": ["127.0.0.2"]})
     with c:
         assert c.post_file(inside.url(), "a.txt", b"x", secret=None).status == 200
         with pytest.raises(OutboundRefused, match=r"refusing 127\.0\.0\.2 \(loopback\)"):
@@ -382,11 +388,11 @@ def test_allowed_host_name_passes_whatever_it_resolves_to(
     servers: Callable[..., LoopbackServer],
 ) -> None:
     server = servers()
-    c, resolver = make_client("API.Customer.test", {"api.customer.test": ["127.0.0.1"]})
+    c, resolver = make_client("API.Customer.test.:*", {"api.customer.test": ["127.0.0.1"]})
     with c:
         reply_ = c.post_file(server.url(host="api.customer.test"), "a.txt", b"x", secret=None)
         # The same address under another name is still refused.
-        c2, _ = make_client("api.customer.test", {"other.test": ["127.0.0.1"]})
+        c2, _ = make_client("api.customer.test:*", {"other.test": ["127.0.0.1"]})
         with c2, pytest.raises(OutboundRefused):
             c2.post_file(server.url(host="other.test"), "a.txt", b"x", secret=None)
     assert reply_.status == 200
@@ -404,7 +410,7 @@ def test_redirect_to_a_refused_address_is_refused(
         reply(handler, 302, headers={"Location": f"http://evil.test:{wire.port}/steal"})
 
     server = servers(redirect)
-    c, resolver = make_client("127.0.0.1/32", {"evil.test": ["127.0.0.2"]})
+    c, resolver = make_client("127.0.0.1/32:*", {"evil.test": ["127.0.0.2"]})
     with c, pytest.raises(OutboundRefused, match=r"127\.0\.0\.2 \(loopback\) for host evil\.test"):
         c.post_json(server.url("/predict"), {"a": 1}, secret=SECRET)
     assert len(server.requests) == 1
@@ -417,7 +423,7 @@ def test_redirect_to_a_non_http_scheme_is_refused(servers: Callable[..., Loopbac
         reply(handler, 307, headers={"Location": "file:///etc/passwd"})
 
     server = servers(redirect)
-    c, _ = make_client("127.0.0.1/32")
+    c, _ = make_client("127.0.0.1/32:*")
     with c, pytest.raises(OutboundRefused, match="scheme 'file'"):
         c.post_file(server.url(), "a.txt", b"x", secret=None)
 
@@ -432,7 +438,7 @@ def test_redirects_are_followed_and_credentials_stay_home(
         reply(handler, 307, headers={"Location": target})
 
     first = servers(redirect)
-    c, _ = make_client("127.0.0.1/32")
+    c, _ = make_client("127.0.0.1/32:*")
     with c:
         result = c.post_json(first.url("/first"), {"a": 1}, secret=SECRET)
     assert result.status == 200
@@ -454,7 +460,7 @@ def test_303_turns_the_post_into_a_get(servers: Callable[..., LoopbackServer]) -
             ok_json(handler, index)
 
     server = servers(see_other)
-    c, _ = make_client("127.0.0.1/32")
+    c, _ = make_client("127.0.0.1/32:*")
     with c:
         c.post_file(server.url(), "a.txt", b"x", secret=SECRET)
     assert [(r.method, r.path, r.body) for r in server.requests[1:]] == [("GET", "/result", b"")]
@@ -466,36 +472,137 @@ def test_too_many_redirects(servers: Callable[..., LoopbackServer]) -> None:
 
     server = servers(loop)
     settings = OutboundSettings(**{**FAST.__dict__, "max_redirects": 2})
-    c, _ = make_client("127.0.0.1/32", settings=settings)
+    c, _ = make_client("127.0.0.1/32:*", settings=settings)
     with c, pytest.raises(OutboundError, match="redirected more than 2 times"):
         c.post_file(server.url(), "a.txt", b"x", secret=None)
     assert len(server.requests) == 3
 
 
 def test_policy_parsing() -> None:
-    policy = OutboundPolicy.from_allow_string("127.0.0.1/8, Extractor.Internal. ,10.0.0.0/8,,::1")
-    assert policy.allowed_hosts == {"extractor.internal"}
-    assert [str(n) for n in policy.allowed_networks] == ["127.0.0.0/8", "10.0.0.0/8", "::1/128"]
-    assert "127.0.0.0/8" in repr(policy)
-    env_policy = OutboundPolicy.from_env({outbound.ALLOW_ENV_VAR: "10.1.2.3"})
-    assert [str(n) for n in env_policy.allowed_networks] == ["10.1.2.3/32"]
-    for bad in ("http://x.test", "10.1.2", "x y", "*.internal"):
-        with pytest.raises(ValueError, match=outbound.ALLOW_ENV_VAR):
-            OutboundPolicy(bad)
+    policy = OutboundPolicy.from_allow_string(
+        "127.0.0.1/8:*, http://Extractor.Internal.:8000 ,https://10.0.0.0/8,,[::1]:9000,"
+        "https://[fd00::/8]:*, model.test:443"
+    )
+    assert [str(entry) for entry in policy.entries] == [
+        "127.0.0.0/8:*",
+        "http://extractor.internal:8000",
+        "https://10.0.0.0/8:443",
+        "[::1/128]:9000",
+        "https://[fd00::/8]:*",
+        "model.test:443",
+    ]
+    assert "127.0.0.0/8:*" in repr(policy)
+    env_policy = OutboundPolicy.from_env({outbound.ALLOW_ENV_VAR: "http://10.1.2.3"})
+    assert env_policy.entries == (
+        outbound.AllowEntry("http", None, ipaddress.ip_network("10.1.2.3/32"), 80),
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry", "why"),
+    [
+        ("127.0.0.1/32", "names no port"),  # the README's old example: it meant every port
+        ("extractor.internal", "names no port"),
+        ("::1", "IPv6 address without brackets"),
+        ("ftp://x.test", "scheme other than http"),
+        ("http://x.test:0", "port that is neither"),
+        ("x.test:http", "port that is neither"),
+        ("[::1:80", "unclosed"),
+        ("10.1.2:80", "neither a host name"),
+        ("x y:80", "neither a host name"),
+        ("*.internal:*", "neither a host name"),
+    ],
+)
+def test_policy_entries_must_name_their_port(entry: str, why: str) -> None:
+    with pytest.raises(ValueError, match=outbound.ALLOW_ENV_VAR) as info:
+        OutboundPolicy(entry)
+    assert why in str(info.value) and "127.0.0.1:8000" in str(info.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    scheme=st.sampled_from([None, "http", "https"]),
+    target=st.one_of(
+        st.ip_addresses(v=4).map(str),
+        st.ip_addresses(v=6).map(lambda ip: f"[{ip}]"),
+        st.tuples(st.ip_addresses(v=4), st.integers(8, 32)).map(lambda t: f"{t[0]}/{t[1]}"),
+        st.from_regex(
+            r"[a-z]([a-z0-9-]{0,8}[a-z0-9])?(\.[a-z][a-z0-9]{0,10}){0,3}", fullmatch=True
+        ),
+    ),
+    port=st.one_of(st.none(), st.just("*"), st.integers(1, 65535).map(str)),
+)
+def test_every_entry_spelled_back_parses_to_itself(
+    scheme: str | None, target: str, port: str | None
+) -> None:
+    text = (f"{scheme}://" if scheme else "") + target + (f":{port}" if port else "")
+    if scheme is None and port is None:
+        with pytest.raises(ValueError, match="names no port"):
+            outbound.AllowEntry.parse(text)
+        return
+    entry = outbound.AllowEntry.parse(text)
+    assert outbound.AllowEntry.parse(str(entry)) == entry
+    expected = {None: None, "http": 80, "https": 443}[scheme] if port is None else port
+    assert entry.port == (None if expected == "*" else int(expected or 0))
 
 
 def test_policy_checks_without_network() -> None:
-    policy = OutboundPolicy("127.0.0.1/32,fd00::/8,internal.test")
-    policy.check_addresses("a.test", ["127.0.0.1", "::ffff:127.0.0.1", "fd00::5", "8.8.8.8"])
-    policy.check_addresses("internal.test", ["10.9.9.9", "169.254.169.254"])
+    policy = OutboundPolicy("127.0.0.1/32:*,[fd00::/8]:*,internal.test:*,http://10.0.0.7:8000")
+    policy.check_addresses(
+        "a.test", ["127.0.0.1", "::ffff:127.0.0.1", "fd00::5", "8.8.8.8"], scheme="http", port=1
+    )
+    policy.check_addresses("internal.test", ["10.9.9.9", "169.254.169.254"], scheme="https", port=9)
+    policy.check_addresses("b.test", ["10.0.0.7"], scheme="http", port=8000)
+    for scheme, port in (("https", 8000), ("http", 8001), (None, 8000)):
+        with pytest.raises(OutboundRefused, match=r"refusing 10\.0\.0\.7 \(private\)"):
+            policy.check_addresses("b.test", ["10.0.0.7"], scheme=scheme, port=port)
     with pytest.raises(OutboundRefused, match=r"refusing 127\.0\.0\.2 \(loopback\)"):
-        policy.check_addresses("a.test", ["127.0.0.2"])
+        policy.check_addresses("a.test", ["127.0.0.2"], scheme="http", port=80)
     with pytest.raises(OutboundRefused, match="not an IP address"):
-        policy.check_addresses("a.test", ["not-an-ip"])
+        policy.check_addresses("a.test", ["not-an-ip"], scheme="http", port=80)
     assert outbound.default_refusal_reason(ipaddress.ip_address("2606:4700::1111")) is None
     assert outbound.default_refusal_reason(ipaddress.ip_address("64:ff9b::a00:1")) == (
         "NAT64 private"
     )
+
+
+def test_an_entry_with_a_port_opens_that_port_only(
+    servers: Callable[..., LoopbackServer],
+    tripwire: Callable[[str], Tripwire],
+    connections: list[tuple[str, int]],
+) -> None:
+    server = servers()
+    wire = tripwire("127.0.0.1")
+    c, _ = make_client(f"http://127.0.0.1:{server.port}")
+    with c:
+        assert c.post_file(server.url(), "a.txt", b"x", secret=None).status == 200
+        with pytest.raises(OutboundRefused, match=f"http port {wire.port}"):
+            c.post_file(f"http://127.0.0.1:{wire.port}/internal", "a.txt", b"x", secret=None)
+        # The same port under the other scheme is another origin, and not allowed either.
+        with pytest.raises(OutboundRefused, match=f"https port {server.port}"):
+            c.post_file(f"https://127.0.0.1:{server.port}/", "a.txt", b"x", secret=None)
+    assert not wire.touched()
+    assert connections == [("127.0.0.1", server.port)]
+
+
+def test_a_redirect_to_another_port_of_an_allowed_address_is_refused(
+    servers: Callable[..., LoopbackServer], tripwire: Callable[[str], Tripwire]
+) -> None:
+    """Issue 11's attack: a registered API answers 303 to an internal page on another port."""
+    wire = tripwire("127.0.0.1")
+
+    def redirect(handler: BaseHTTPRequestHandler, index: int) -> None:
+        if index == 0:  # the same origin keeps its allowance ...
+            reply(handler, 307, headers={"Location": "/second"})
+        else:  # ... another port of the same address has none of its own
+            reply(handler, 303, headers={"Location": f"http://127.0.0.1:{wire.port}/internal"})
+
+    server = servers(redirect)
+    c, _ = make_client(f"http://127.0.0.1:{server.port}")
+    with c, pytest.raises(OutboundRefused, match=f"port {wire.port}"):
+        c.post_file(server.url("/first"), "a.txt", b"x", secret=SECRET)
+    assert [r.path for r in server.requests] == ["/first", "/second"]
+    assert not wire.touched()
 
 
 # -- request shapes ---------------------------------------------------------------------------
@@ -506,7 +613,7 @@ def test_post_file_sends_one_upload_field_and_the_headers(
 ) -> None:
     server = servers()
     data = bytes(range(256)) * 10
-    c, _ = make_client("127.0.0.1/32")
+    c, _ = make_client("127.0.0.1/32:*")
     with c:
         result = c.post_file(server.url("/extract"), "scan 1.pdf", data, secret=SECRET)
     request = server.requests[0]
@@ -526,7 +633,7 @@ def test_post_file_sends_one_upload_field_and_the_headers(
 
 def test_one_client_serves_many_threads(servers: Callable[..., LoopbackServer]) -> None:
     server = servers()
-    c, _ = make_client("127.0.0.1/32")
+    c, _ = make_client("127.0.0.1/32:*")
     results: list[int] = []
     errors: list[BaseException] = []
 
@@ -550,7 +657,7 @@ def test_post_file_without_secret_sends_no_authorization(
     servers: Callable[..., LoopbackServer],
 ) -> None:
     server = servers()
-    c, _ = make_client("127.0.0.1/32")
+    c, _ = make_client("127.0.0.1/32:*")
     with c:
         c.post_file(server.url(), "a.txt", b"hello", secret=None)
     assert server.requests[0].headers["Authorization"] is None
@@ -559,7 +666,7 @@ def test_post_file_without_secret_sends_no_authorization(
 def test_post_json_sends_the_signed_bytes(servers: Callable[..., LoopbackServer]) -> None:
     server = servers()
     payload = {"texts": ["naïve café", "x"], "n": 2, "nested": {"ok": True}}
-    c, _ = make_client("127.0.0.1/32")
+    c, _ = make_client("127.0.0.1/32:*")
     with c:
         c.post_json(server.url("/predict"), payload, secret=SECRET)
     request = server.requests[0]
@@ -570,21 +677,22 @@ def test_post_json_sends_the_signed_bytes(servers: Callable[..., LoopbackServer]
     assert request.headers["X-Signature"] == f"sha256={expected}"
 
 
-def test_url_credentials_become_basic_auth_and_stay_out_of_messages(
-    servers: Callable[..., LoopbackServer], caplog: pytest.LogCaptureFixture
+def test_urls_with_credentials_are_refused_before_any_connection(
+    tripwire: Callable[[str], Tripwire],
+    caplog: pytest.LogCaptureFixture,
+    connections: list[tuple[str, int]],
 ) -> None:
-    def refuse(handler: BaseHTTPRequestHandler, index: int) -> None:
-        reply(handler, 403, b"no")
-
-    server = servers(refuse)
-    c, _ = make_client("127.0.0.1/32")
+    wire = tripwire("127.0.0.1")
+    c, resolver = make_client("127.0.0.1/32:*", {"api.test": ["127.0.0.1"]})
     caplog.set_level(logging.DEBUG)
-    url = f"http://alice:pa55word@127.0.0.1:{server.port}/x?token=abc"
-    with c, pytest.raises(OutboundHTTPStatus) as info:
-        c.post_file(url, "a.txt", b"x", secret=None)
-    assert server.requests[0].headers["Authorization"] == "Basic YWxpY2U6cGE1NXdvcmQ="
-    assert "pa55word" not in str(info.value) and "pa55word" not in caplog.text
-    assert info.value.status == 403 and info.value.body == b"no"
+    with c:
+        for host in ("127.0.0.1", "api.test"):
+            url = f"http://alice:pa55word@{host}:{wire.port}/x?token=abc"
+            with pytest.raises(OutboundRefused, match="user:password") as info:
+                c.post_file(url, "a.txt", b"x", secret=None)
+            assert "pa55word" not in str(info.value)
+    assert "pa55word" not in caplog.text
+    assert resolver.calls == [] and connections == [] and not wire.touched()
 
 
 def test_bad_secrets_are_refused_without_quoting_them() -> None:
@@ -609,7 +717,7 @@ def test_503_twice_then_success(
             ok_json(handler, index)
 
     server = servers(flaky)
-    c, _ = make_client("127.0.0.1/32")
+    c, _ = make_client("127.0.0.1/32:*")
     caplog.set_level(logging.DEBUG)
     with c:
         assert c.post_json(server.url(), {"a": 1}, secret=SECRET).status == 200
@@ -619,7 +727,7 @@ def test_503_twice_then_success(
 
 def test_5xx_that_persists_fails_after_the_retries(servers: Callable[..., LoopbackServer]) -> None:
     server = servers(lambda handler, index: reply(handler, 502, b"bad gateway"))
-    c, _ = make_client("127.0.0.1/32")
+    c, _ = make_client("127.0.0.1/32:*")
     with c, pytest.raises(OutboundHTTPStatus) as info:
         c.post_json(server.url(), {"a": 1}, secret=SECRET)
     assert info.value.status == 502
@@ -635,7 +743,7 @@ def test_429_retry_after_is_honoured(servers: Callable[..., LoopbackServer]) -> 
             ok_json(handler, index)
 
     server = servers(limited)
-    c, _ = make_client("127.0.0.1/32")
+    c, _ = make_client("127.0.0.1/32:*")
     with c:
         assert c.post_file(server.url(), "a.txt", b"x", secret=None).status == 200
     first, second = server.requests
@@ -644,7 +752,7 @@ def test_429_retry_after_is_honoured(servers: Callable[..., LoopbackServer]) -> 
 
 def test_400_is_not_retried(servers: Callable[..., LoopbackServer]) -> None:
     server = servers(lambda handler, index: reply(handler, 400, b'{"error": "bad file"}'))
-    c, _ = make_client("127.0.0.1/32")
+    c, _ = make_client("127.0.0.1/32:*")
     with c, pytest.raises(OutboundHTTPStatus) as info:
         c.post_file(server.url(), "a.txt", b"x", secret=SECRET)
     assert info.value.status == 400
@@ -657,7 +765,7 @@ def test_hanging_server_times_out_within_the_read_timeout(
 ) -> None:
     server = servers(lambda handler, index: stop_of(handler).wait(10))
     settings = OutboundSettings(**{**FAST.__dict__, "read_timeout": 0.5})
-    c, _ = make_client("127.0.0.1/32", settings=settings)
+    c, _ = make_client("127.0.0.1/32:*", settings=settings)
     started = time.monotonic()
     with c, pytest.raises(OutboundTimeout, match="timed out"):
         c.post_file(server.url(), "a.txt", b"x", secret=SECRET)
@@ -678,7 +786,7 @@ def test_total_timeout_bounds_a_call_despite_a_long_read_timeout(
 
     server = servers(drip)
     settings = OutboundSettings(**{**FAST.__dict__, "read_timeout": 5.0, "total_timeout": 0.8})
-    c, _ = make_client("127.0.0.1/32", settings=settings)
+    c, _ = make_client("127.0.0.1/32:*", settings=settings)
     started = time.monotonic()
     with c, pytest.raises(OutboundTimeout):
         c.post_file(server.url(), "a.txt", b"x", secret=None)
@@ -696,7 +804,7 @@ def test_streamed_body_past_the_limit(servers: Callable[..., LoopbackServer]) ->
             handler.wfile.write(chunk)
 
     server = servers(flood)
-    c, _ = make_client("127.0.0.1/32")
+    c, _ = make_client("127.0.0.1/32:*")
     with c, pytest.raises(OutboundReplyTooLarge, match=str(FAST.max_reply_bytes)) as info:
         c.post_file(server.url(), "a.txt", b"x", secret=None)
     assert info.value.limit == FAST.max_reply_bytes
@@ -712,7 +820,7 @@ def test_announced_length_past_the_limit_fails_before_reading(
         stop_of(handler).wait(10)  # never sends the body: only the header can be the reason
 
     server = servers(announce)
-    c, _ = make_client("127.0.0.1/32")
+    c, _ = make_client("127.0.0.1/32:*")
     with c, pytest.raises(OutboundReplyTooLarge, match="announced"):
         c.post_file(server.url(), "a.txt", b"x", secret=None)
 
@@ -725,7 +833,7 @@ def test_gzip_reply_is_decoded_and_bounded(servers: Callable[..., LoopbackServer
         reply(handler, 200, bodies[index], headers)
 
     server = servers(zipped)
-    c, _ = make_client("127.0.0.1/32")
+    c, _ = make_client("127.0.0.1/32:*")
     with c:
         assert c.post_file(server.url(), "a.txt", b"x", secret=None).content == b'{"small": 1}'
         # About 4 KiB on the wire, 4 MiB once inflated: stopped at the limit, not inflated whole.
@@ -738,7 +846,7 @@ def test_connection_refused_is_retried_then_reported() -> None:
     with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    c, resolver = make_client("127.0.0.1/32", {"down.test": ["127.0.0.1"]})
+    c, resolver = make_client("127.0.0.1/32:*", {"down.test": ["127.0.0.1"]})
     with c, pytest.raises(OutboundConnectError, match="cannot connect"):
         c.post_json(f"http://down.test:{port}/", {"a": 1}, secret=SECRET)
     assert resolver.calls == ["down.test"] * (1 + FAST.retries)
@@ -759,7 +867,7 @@ def test_slow_resolver_is_bounded_by_the_connect_timeout() -> None:
         return ["127.0.0.1"]
 
     settings = OutboundSettings(**{**FAST.__dict__, "connect_timeout": 0.3, "retries": 0})
-    c = OutboundClient(OutboundPolicy("127.0.0.1/32"), settings, resolver=stuck)
+    c = OutboundClient(OutboundPolicy("127.0.0.1/32:*"), settings, resolver=stuck)
     started = time.monotonic()
     try:
         with c, pytest.raises(OutboundTimeout, match=r"resolving slow\.test"):
