@@ -209,7 +209,9 @@ def test_the_prediction_api_has_timeouts_of_its_own(
     api["model"] = fake_api(hang)
     started = time.monotonic()
     done = server.wait_job(user.token, auto_label(server, user, project_id, api["model"].url))
-    assert done["status"] == "FAILED" and "did not answer in time" in done["errors"][0]["stack"]
+    # Users see one generic refusal for refused and timed-out calls (no port scanning), so the
+    # proof that the prediction timeouts applied is the time: the outbound ones allow 120 s.
+    assert done["status"] == "FAILED" and "did not answer" in done["errors"][0]["stack"]
     assert time.monotonic() - started < 10
 
 
