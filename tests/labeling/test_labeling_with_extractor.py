@@ -77,6 +77,13 @@ def extractor_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 process.wait(10)
 
 
+@pytest.fixture
+def server(make_server: Callable[..., LabelingServer]) -> LabelingServer:
+    """A labeling server that gives the real extractor real time: the suite's 2 s read timeout
+    suits fake APIs, not Whisper on a busy 2-core machine."""
+    return make_server(outbound_read_timeout=60.0, outbound_total_timeout=120.0)
+
+
 def register(server: LabelingServer, user: Any, url: str, purpose: str) -> str:
     fields = {"name": "Local", "endpointURL": url, "purpose": purpose, "secret": EXTRACTOR_SECRET}
     made = server.ok(CREATE_API, {"teamId": user.team_id, "input": fields}, token=user.token)
