@@ -14,6 +14,9 @@ from pathlib import Path
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 DIR_PREFIX = "extractor-metrics-"
+# The classic text format every Prometheus since 2.0 reads (prometheus-client's newest default,
+# version 1.0.0, is not understood by the Prometheus 2.x that Debian and many sites still run).
+TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def prepare_multiprocess_dir(base: str | None) -> Path:

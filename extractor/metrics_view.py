@@ -9,12 +9,10 @@ from flask import Blueprint, Flask, Response, current_app, g, request
 from prometheus_client import generate_latest
 
 from . import metrics
+from .metrics_dir import TEXT_FORMAT
 
 blueprint = Blueprint("metrics", __name__)
 UNCOUNTED_ROUTES = frozenset({"/metrics", "/healthz", "/readyz"})
-# The classic text format every Prometheus since 2.0 reads (prometheus-client's newest default,
-# version 1.0.0, is not understood by the Prometheus 2.x that Debian and many sites still run).
-TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 
 
 @blueprint.get("/metrics")
