@@ -250,6 +250,17 @@ def create_labeling_app(
     def healthz() -> Response:
         return jsonify({"status": "ok"})
 
+    if settings.metrics:
+
+        @app.get("/metrics")
+        def metrics() -> Response:
+            """Job counts from the database, and every process's own numbers (open, like the
+            extractor's: counts by kind and status, never a tenant's data)."""
+            from extractor.labeling.metrics import exposition
+            from extractor.metrics_dir import TEXT_FORMAT
+
+            return Response(exposition(state.db), content_type=TEXT_FORMAT)
+
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> tuple[Response, int]:
         code = {413: "PAYLOAD_TOO_LARGE", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(

@@ -34,6 +34,12 @@ def parser() -> argparse.ArgumentParser:
 
     worker = commands.add_parser("worker", help="run job workers against the shared database")
     worker.add_argument("--concurrency", type=int, default=2, help="jobs run at once")
+    worker.add_argument(
+        "--metrics-bind",
+        default=None,
+        metavar="HOST:PORT",
+        help="serve this worker's Prometheus metrics at http://HOST:PORT/metrics (default: none)",
+    )
 
     add_user = commands.add_parser("add-user", help="create a user (and team) and print a token")
     add_user.add_argument("email")
@@ -86,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return rotate_secrets(settings)
         check_secrets(settings)  # before gunicorn forks: one clear error instead of N workers'
         if args.command == "worker":
-            return run_workers(settings, args.concurrency)
+            return run_workers(settings, args.concurrency, args.metrics_bind)
         return serve(settings, args.bind, args.workers, args.threads)
     except (LabelingError, SettingsError, ValueError) as exc:
         cause = exc.__cause__
@@ -158,13 +164,19 @@ def rotate_secrets(settings: LabelingSettings) -> int:
     return 0
 
 
-def run_workers(settings: LabelingSettings, concurrency: int) -> int:
+def run_workers(
+    settings: LabelingSettings, concurrency: int, metrics_bind: str | None = None
+) -> int:
     """Run ``concurrency`` worker threads until SIGTERM or SIGINT, then hand their jobs back."""
     from extractor.labeling.app import build_state
 
     if concurrency < 1:
         raise ValueError("--concurrency must be at least 1")
     state = build_state(settings, worker_threads=concurrency)
+    if metrics_bind:
+        from extractor.labeling.metrics import serve_worker_metrics
+
+        serve_worker_metrics(metrics_bind, state.db)
     stop = threading.Event()
 
     def request_stop(signum: int, _frame: Any) -> None:
@@ -183,6 +195,18 @@ def run_workers(settings: LabelingSettings, concurrency: int) -> int:
 
 def serve(settings: LabelingSettings, bind: str, workers: int, threads: int) -> int:
     """Serve the GraphQL API under gunicorn; each worker process runs the embedded job threads."""
+    # Before anything imports prometheus-client: the workers add up their numbers through it.
+    from extractor.metrics_dir import prepare_multiprocess_dir, remove_multiprocess_dir
+
+    metrics_dir = prepare_multiprocess_dir(None) if settings.metrics else None
+    try:
+        return _serve(settings, bind, workers, threads)
+    finally:
+        if metrics_dir is not None:
+            remove_multiprocess_dir(metrics_dir)
+
+
+def _serve(settings: LabelingSettings, bind: str, workers: int, threads: int) -> int:
     from extractor.labeling.app import create_labeling_app
     from extractor.serving import serve as gunicorn_serve
 
@@ -203,9 +227,17 @@ def serve(settings: LabelingSettings, bind: str, workers: int, threads: int) -> 
             "graceful_timeout": int(max(30, settings.prediction_total_timeout + 10)),
             "accesslog": "-",
             "worker_exit": _release_jobs,
+            "child_exit": _worker_exited,
         },
     )
     return 0
+
+
+def _worker_exited(_server: Any, worker: Any) -> None:
+    """gunicorn hook: drop a dead worker's live gauges from the summed metrics."""
+    from extractor.metrics import worker_exited
+
+    worker_exited(worker.pid)
 
 
 def _release_jobs(_server: Any, worker: Any) -> None:

@@ -17,6 +17,7 @@ from extractor.labeling import outbound
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.credentials import SEALED_PREFIX, SecretBox
 from extractor.labeling.errors import JobFailure, SecretsUnavailableError
+from extractor.labeling.metrics import count_call
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,19 @@ def failure(error: outbound.OutboundError, what: str, url: str, **facts: Any) ->
     )
 
 
+def outcome(error: outbound.OutboundError) -> str:
+    """How a failed call is counted in ``labeling_outbound_calls_total``."""
+    for kind, name in (
+        (outbound.OutboundRefused, "refused"),
+        (outbound.OutboundTimeout, "timeout"),
+        (outbound.OutboundHTTPStatus, "http_error"),
+        (outbound.OutboundReplyTooLarge, "bad_reply"),
+    ):
+        if isinstance(error, kind):
+            return name
+    return "error"
+
+
 class ExtractorClient:
     """Calls custom extractors and prediction APIs under the deployment's SSRF policy."""
 
@@ -138,8 +152,9 @@ class ExtractorClient:
         except ValueError as exc:  # a secret that cannot travel in a header (never quoted)
             raise JobFailure(f"the secret of {what} cannot be sent in an HTTP header") from exc
         except outbound.OutboundError as exc:
+            count_call("extractor", outcome(exc))
             raise failure(exc, what, url, document=filename) from exc
-        return self._checked(reply, what, url, document=filename)
+        return self._checked(reply, what, url, "extractor", document=filename)
 
     def predict(self, url: str, payload: dict[str, Any], secret: str) -> Reply:
         """POST one signed batch to a prediction API; ``secret`` is sealed (``seal_field``), or
@@ -152,8 +167,9 @@ class ExtractorClient:
         except ValueError as exc:  # a secret that cannot travel in a header (never quoted)
             raise JobFailure(f"the secret of {what} cannot be sent in an HTTP header") from exc
         except outbound.OutboundError as exc:
+            count_call("prediction", outcome(exc))
             raise failure(exc, what, url) from exc
-        return self._checked(reply, what, url)
+        return self._checked(reply, what, url, "prediction")
 
     def _open(self, sealed_secret: str, what: str) -> str:
         if self.secrets is None:
@@ -167,8 +183,9 @@ class ExtractorClient:
             ) from exc
 
     @staticmethod
-    def _checked(reply: Any, what: str, url: str, **details: Any) -> Reply:
+    def _checked(reply: Any, what: str, url: str, target: str, **details: Any) -> Reply:
         status = int(reply.status)
+        count_call(target, "ok" if 200 <= status < 300 else "http_error")
         if not 200 <= status < 300:
             raise JobFailure(
                 f"{what} at {redact_url(url)} answered HTTP {status}",

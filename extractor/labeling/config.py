@@ -72,6 +72,8 @@ class LabelingSettings:
     prediction_total_timeout: float = 120.0
     # Run Alembic migrations when `serve`, `worker` or `add-user` start.
     auto_migrate: bool = True
+    # Serve Prometheus metrics at GET /metrics (job counts, claim latency, outbound outcomes).
+    metrics: bool = True
     # Comma-separated Fernet keys sealing custom API secrets at rest: the first encrypts, all
     # decrypt (rotation). Empty: SQLite generates <data_dir>/secret-keys; other databases can't
     # store secrets.

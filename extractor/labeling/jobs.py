@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session, aliased
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.db import Database
 from extractor.labeling.errors import JobFailure, JobInterrupted, StorageError
+from extractor.labeling.metrics import observe_claim
 from extractor.labeling.models import Job, JobResult, JobUpload, utcnow
 
 log = logging.getLogger(__name__)
@@ -156,7 +157,7 @@ class JobQueue:
                     .scalar_subquery()
                 )
                 candidate = session.execute(
-                    select(Job.id, Job.attempts)
+                    select(Job.id, Job.attempts, Job.updated_at)
                     .where(Job.status.in_(RUNNABLE), free)
                     .order_by(running, last_served.asc().nulls_first(), Job.created_at, Job.id)
                     .limit(1)
@@ -186,6 +187,8 @@ class JobQueue:
                     return None
                 job = session.get(Job, candidate.id, populate_existing=True)
                 assert job is not None
+                # Waiting since it was queued, or since a worker handed it back.
+                observe_claim(job.kind, (now - candidate.updated_at).total_seconds())
                 return ClaimedJob(
                     id=job.id,
                     kind=job.kind,
