@@ -29,7 +29,7 @@ from .media import MediaKind, sniff
 from .negotiate import JSON, SRT, TEXT, VTT, choose_format
 from .openapi import load_openapi
 from .schemas import importable_validator
-from .service import ExtractOptions, Extractor, Timings
+from .service import SPEAKER_MODES, ExtractOptions, Extractor, Timings
 
 log = logging.getLogger("extractor.request")
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -148,8 +148,10 @@ def _authorize(settings: Settings) -> None:
 
 def _extract_options(args: Mapping[str, str]) -> ExtractOptions:
     speakers = args.get("speakers") or None
-    if speakers not in (None, "channels"):
-        raise InvalidParameter(f"speakers must be 'channels' when given, not {speakers!r}")
+    if speakers not in (None, *SPEAKER_MODES):
+        raise InvalidParameter(
+            f"speakers must be one of {', '.join(SPEAKER_MODES)} when given, not {speakers!r}"
+        )
     language = args.get("language") or None
     if language is not None and not (
         language.isascii() and language.isalpha() and 2 <= len(language) <= 3

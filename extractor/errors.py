@@ -65,6 +65,12 @@ class ServiceBusy(ExtractorError):
     status, code = 503, "busy"
 
 
+class SpeakersUnavailable(ExtractorError):
+    """``speakers=auto`` on a server without the ``extractor[speakers]`` extra installed."""
+
+    status, code = 501, "speakers_unavailable"
+
+
 class EngineUnavailable(ExtractorError):
     status, code = 503, "engine_unavailable"
 

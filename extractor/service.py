@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -22,6 +22,7 @@ import numpy as np
 
 from .asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
 from .asr.base import TimedWord
+from .asr.speakers import SpeakerDiarizer, label_segments
 from .config import Settings
 from .errors import EngineTimeout, InvalidParameter, ServiceBusy
 from .importable import Document, DocumentKind, Line, Page, Word
@@ -40,12 +41,16 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+# audio: "channels" transcribes each stereo channel as a speaker; "auto" diarizes the mix
+SPEAKER_MODES = ("channels", "auto")
+
+
 @dataclass(frozen=True)
 class ExtractOptions:
     """Per-request choices on top of the deployment's settings."""
 
     language: str | None = None  # audio: ISO 639-1, overrides EXTRACTOR_ASR_LANGUAGE
-    speakers: str | None = None  # audio: "channels" transcribes each stereo channel as a speaker
+    speakers: str | None = None  # audio: one of SPEAKER_MODES
     word_timestamps: bool = False  # audio: each word's time span in the cell's metadata
 
 
@@ -144,6 +149,7 @@ class Extractor:
             settings.model_cache_dir,
         )  # fmt: skip
         self.gate = EngineGate(settings.engine_slots, settings.queue_size)
+        self.speakers = SpeakerDiarizer(settings.asr_threads)  # loads on first speakers=auto
         self._ocr_status: dict[str, object] | None = None
 
     def load(self) -> None:
@@ -237,6 +243,8 @@ class Extractor:
         cancel: threading.Event,
     ) -> Document:  # fmt: skip
         by_channel = options.speakers == "channels"
+        if options.speakers == "auto":
+            self.speakers.require()
         language = options.language or self.settings.asr_language
         if language is not None:
             self.speech.load()
@@ -267,6 +275,10 @@ class Extractor:
                     lines += transcript_lines(transcript, duration_ms, speaker, transcribe)
                     language = language or transcript.language
                 lines.sort(key=lambda line: (line.start_ms or 0, line.end_ms or 0))
+            elif options.speakers == "auto":
+                lines, language = self._speaker_lines(
+                    audio.mono(), duration_ms, transcribe, timings
+                )
             else:
                 transcript = self._transcribe(audio.mono(), transcribe)
                 lines = transcript_lines(transcript, duration_ms, None, transcribe)
@@ -275,6 +287,20 @@ class Extractor:
             name=name, kind=DocumentKind.AUDIO, lines=tuple(lines), language=language,
             duration_ms=duration_ms,
         )  # fmt: skip
+
+    def _speaker_lines(
+        self, samples: np.ndarray, duration_ms: int, options: TranscribeOptions, timings: Timings
+    ) -> tuple[list[Line], str | None]:
+        """``speakers=auto``: transcribe with word times, diarize, then label and split lines."""
+        transcript = self._transcribe(samples, replace(options, word_timestamps=True))
+        if options.cancel is not None and options.cancel.is_set():
+            raise EngineTimeout("transcription took longer than the request timeout")
+        with timings.stage("speakers"):
+            turns = self.speakers.turns(samples)
+        lines: list[Line] = []
+        for segment, speaker in label_segments(transcript, turns):
+            lines += transcript_lines(Transcript((segment,), None), duration_ms, speaker, options)
+        return lines, transcript.language
 
     def _transcribe(self, samples: np.ndarray, options: TranscribeOptions) -> Transcript:
         """Transcribe in windows of at most ``CHUNK_SECONDS``, cut at quiet moments.
