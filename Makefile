@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(TORCH)
-	$(BIN)/python -m pip install --quiet -e '.[openai,postgres,dev]' $(TORCH)
+	$(BIN)/python -m pip install --quiet -e '.[openai,postgres,speakers,dev]' $(TORCH)
 	@touch $(STAMP)
 
 run: install
