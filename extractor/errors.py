@@ -57,6 +57,12 @@ class AudioTooLong(PayloadTooLarge):
     code = "audio_too_long"
 
 
+class SpeakerAudioTooLong(PayloadTooLarge):
+    """``speakers=auto`` on audio longer than ``EXTRACTOR_SPEAKERS_MAX_SECONDS``."""
+
+    code = "speaker_audio_too_long"
+
+
 class UnsupportedMedia(ExtractorError):
     status, code = 415, "unsupported_media_type"
 

@@ -24,7 +24,7 @@ from .asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, Transcrip
 from .asr.base import TimedWord
 from .asr.speakers import SpeakerDiarizer, label_segments
 from .config import Settings
-from .errors import EngineTimeout, InvalidParameter, ServiceBusy
+from .errors import EngineTimeout, InvalidParameter, ServiceBusy, SpeakerAudioTooLong
 from .importable import Document, DocumentKind, Line, Page, Word
 from .media import (
     SAMPLE_RATE,
@@ -149,7 +149,9 @@ class Extractor:
             settings.model_cache_dir,
         )  # fmt: skip
         self.gate = EngineGate(settings.engine_slots, settings.queue_size)
-        self.speakers = SpeakerDiarizer(settings.asr_threads)  # loads on first speakers=auto
+        self.speakers = SpeakerDiarizer(  # loads on first speakers=auto
+            settings.asr_threads, settings.speakers_merge_similarity, settings.speakers_min_speech
+        )
         self._ocr_status: dict[str, object] | None = None
 
     def load(self) -> None:
@@ -259,6 +261,11 @@ class Extractor:
                 path, max_seconds=self.settings.max_audio_seconds, keep_channels=by_channel
             )
         duration_ms = int(audio.duration * 1000)
+        if options.speakers == "auto" and audio.duration > self.settings.speakers_max_seconds:
+            raise SpeakerAudioTooLong(
+                f"speakers=auto labels at most {self.settings.speakers_max_seconds:g} s of audio"
+                f" (EXTRACTOR_SPEAKERS_MAX_SECONDS); this file has {audio.duration:.0f} s"
+            )
         transcribe = TranscribeOptions(
             language=language,
             beam_size=self.settings.asr_beam_size,

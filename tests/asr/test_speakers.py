@@ -108,6 +108,20 @@ def test_without_the_extra_speakers_auto_is_a_501_naming_it(
     assert "pip install 'extractor[speakers]'" in error["message"]
 
 
+@requires_espeak
+@requires_extra
+def test_speakers_auto_past_its_length_limit_is_a_413_before_any_model_runs(
+    make_app: Callable[..., Flask], speech_wav: bytes
+) -> None:
+    app = make_app(speakers_max_seconds=1.0)
+    reply = post_file(app.test_client(), speech_wav, "talk.wav", query="?speakers=auto")
+    assert reply.status_code == 413
+    error = reply.get_json()["error"]
+    assert error["code"] == "speaker_audio_too_long"
+    assert "EXTRACTOR_SPEAKERS_MAX_SECONDS" in error["message"]
+    assert not app.extensions["extractor"].speakers.loaded
+
+
 def test_an_unknown_speakers_mode_is_a_400_listing_the_modes(
     make_app: Callable[..., Flask],
 ) -> None:
