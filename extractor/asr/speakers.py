@@ -62,6 +62,9 @@ class SpeakerDiarizer:
         self.min_speech = min_speech  # seconds
         self._model: Any = None
         self._lock = threading.Lock()
+        # senko keeps per-call state on the diarizer (timing stats, one native fbank extractor),
+        # so with EXTRACTOR_ENGINE_SLOTS > 1 diarizations take turns.
+        self._running = threading.Lock()
 
     @property
     def loaded(self) -> bool:
@@ -115,7 +118,8 @@ class SpeakerDiarizer:
         if peak > 1.0:  # decoders may overshoot slightly; senko refuses anything past full scale
             samples = samples / peak
         try:
-            result = self._model.diarize_samples(np.ascontiguousarray(samples, np.float32))
+            with self._running:
+                result = self._model.diarize_samples(np.ascontiguousarray(samples, np.float32))
         except (RuntimeError, ValueError) as exc:
             raise EngineFailure(f"speaker diarization failed: {exc}") from exc
         if not result:
