@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml requirements/openai-whisper.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(TORCH)
-	$(BIN)/python -m pip install --quiet -e '.[openai,postgres,dev]' $(TORCH)
+	$(BIN)/python -m pip install --quiet -e '.[openai,postgres,speakers,dev]' $(TORCH)
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements/openai-whisper.txt
 	@# A venv built before openai-whisper came without its dependencies still holds triton.
 	$(BIN)/python -m pip uninstall --quiet --yes triton 2>/dev/null || true

@@ -120,6 +120,8 @@ def _settings_doc(_args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .service import SPEAKER_MODES
+
     parser = argparse.ArgumentParser(prog="extractor", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -132,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     extract.add_argument("--format", choices=list(FORMATS), default=None,
                          help="reply format [default: --default-format]")  # fmt: skip
     extract.add_argument("--language", default=None, help="spoken language (ISO 639-1)")
-    extract.add_argument("--speakers", choices=("channels",), default=None)
+    extract.add_argument("--speakers", choices=SPEAKER_MODES, default=None)
     extract.add_argument("--words", action="store_true", help="time every word (audio)")
     _add_setting_flags(extract, skip=("bind", "workers", "threads", "secret"))
     extract.set_defaults(run=_extract)

