@@ -321,8 +321,11 @@ class JobQueue:
             job.updated_at = now
             return True
 
-    def fail(self, job_id: str, worker_id: str, failure: JobFailure) -> bool:
-        """Mark the job FAILED with a JobError built from ``failure``, if still ours."""
+    def fail(
+        self, job_id: str, worker_id: str, failure: JobFailure, run_seconds: float | None = None
+    ) -> bool:
+        """Mark the job FAILED with a JobError built from ``failure``, if still ours, with the
+        worker time it used in all (``run_seconds``, when known)."""
         now = utcnow()
         with self.db.session() as session:
             job = session.scalar(
@@ -336,6 +339,8 @@ class JobQueue:
             job.checkpoint = None
             job.locked_by = job.locked_until = None
             job.updated_at = now
+            if run_seconds is not None:
+                job.run_seconds = run_seconds
             session.execute(delete(JobUpload).where(JobUpload.job_id == job_id))
             session.execute(delete(JobResult).where(JobResult.job_id == job_id))
             return True
@@ -561,7 +566,8 @@ class WorkerPool:
                     self._settle(release)
             except JobFailure as failure:
                 log.info("job %s failed: %s", job.id, failure.message)
-                self._settle(partial(self.queue.fail, job.id, worker_id, failure))
+                used = run.run_seconds()
+                self._settle(partial(self.queue.fail, job.id, worker_id, failure, used))
             except StorageError:
                 # The database is away: leave the lease to expire so the job is retried.
                 log.exception("job %s could not be stored; it will be retried", job.id)

@@ -540,3 +540,26 @@ class ServiceProcess:
         code = self.process.wait(timeout)
         self._log_file.close()
         return code
+
+
+AUTO_LABEL = (
+    "mutation($input: AutoLabelTokenBasedProjectInput!) "
+    "{ result: autoLabelTokenBasedProject(input: $input) { id status } }"
+)
+
+
+def auto_label(server: LabelingServer, user: User, project_id: str, url: str) -> str:
+    """Queue auto-labeling one line per request; the job id."""
+    data = server.ok(
+        AUTO_LABEL,
+        {
+            "input": {
+                "labelerEmail": user.email,
+                "projectId": project_id,
+                "options": {"numberOfFilesPerRequest": 1, "serviceProvider": "CUSTOM"},
+                "targetAPI": {"endpoint": url, "secretKey": "model-key"},
+            }
+        },
+        token=user.token,
+    )
+    return str(data["result"]["id"])

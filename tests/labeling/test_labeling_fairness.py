@@ -18,6 +18,7 @@ from labeling_support import (
     Received,
     Reply,
     User,
+    auto_label,
     capitalized_words_model,
     fast_settings,
     json_reply,
@@ -30,27 +31,6 @@ from extractor.labeling.models import Job, JobResult, Team
 from extractor.labeling.models import User as UserRow
 
 StartAPI = Callable[[Callable[[Received], Reply]], FakeAPI]
-AUTO_LABEL = (
-    "mutation($input: AutoLabelTokenBasedProjectInput!) "
-    "{ result: autoLabelTokenBasedProject(input: $input) { id status } }"
-)
-
-
-def auto_label(server: LabelingServer, user: User, project_id: str, url: str) -> str:
-    """Queue auto-labeling one line per request; the job id."""
-    data = server.ok(
-        AUTO_LABEL,
-        {
-            "input": {
-                "labelerEmail": user.email,
-                "projectId": project_id,
-                "options": {"numberOfFilesPerRequest": 1, "serviceProvider": "CUSTOM"},
-                "targetAPI": {"endpoint": url, "secretKey": "model-key"},
-            }
-        },
-        token=user.token,
-    )
-    return str(data["result"]["id"])
 
 
 def text_of(request: Received) -> str:

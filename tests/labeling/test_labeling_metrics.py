@@ -16,6 +16,7 @@ from labeling_support import (
     LabelingServer,
     Received,
     Reply,
+    auto_label,
     capitalized_words_model,
     cli_env,
     free_port,
@@ -24,10 +25,6 @@ from labeling_support import (
 from prometheus_client.parser import text_string_to_metric_families
 
 StartAPI = Callable[[Callable[[Received], Reply]], FakeAPI]
-AUTO_LABEL = (
-    "mutation($input: AutoLabelTokenBasedProjectInput!) "
-    "{ result: autoLabelTokenBasedProject(input: $input) { id status } }"
-)
 
 
 def scrape(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -42,22 +39,6 @@ def value(samples: dict, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def auto_label(server: LabelingServer, token: str, email: str, project_id: str, url: str) -> str:
-    data = server.ok(
-        AUTO_LABEL,
-        {
-            "input": {
-                "labelerEmail": email,
-                "projectId": project_id,
-                "options": {"numberOfFilesPerRequest": 1, "serviceProvider": "CUSTOM"},
-                "targetAPI": {"endpoint": url, "secretKey": "model-key"},
-            }
-        },
-        token=token,
-    )
-    return str(data["result"]["id"])
-
-
 def test_jobs_claims_and_calls_are_counted(
     make_server: Callable[..., LabelingServer], fake_api: StartAPI
 ) -> None:
@@ -68,12 +49,8 @@ def test_jobs_claims_and_calls_are_counted(
     good = fake_api(capitalized_words_model)
     broken = fake_api(lambda _request: json_reply({"error": "down"}, status=400))
 
-    delivered = server.wait_job(
-        user.token, auto_label(server, user.token, user.email, project_id, good.url)
-    )
-    failed = server.wait_job(
-        user.token, auto_label(server, user.token, user.email, project_id, broken.url)
-    )
+    delivered = server.wait_job(user.token, auto_label(server, user, project_id, good.url))
+    failed = server.wait_job(user.token, auto_label(server, user, project_id, broken.url))
     assert (delivered["status"], failed["status"]) == ("DELIVERED", "FAILED")
 
     reply = server.http.get("/metrics")
