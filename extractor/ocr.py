@@ -86,8 +86,11 @@ class TesseractEngine:
         installed = self.installed_languages()
         missing = [lang for lang in wanted if lang not in installed]
         if pool is not None and not missing:
-            with pool.api(self.options.languages, self.options.psm, self.options.warm_engines):
-                pass
+            try:
+                with pool.api(self.options.languages, self.options.psm, self.options.warm_engines):
+                    pass
+            except LibraryUnavailable as exc:  # e.g. a damaged traineddata file
+                raise EngineUnavailable(str(exc)) from exc
         return {
             "version": version,
             "mode": self.mode,
@@ -108,8 +111,11 @@ class TesseractEngine:
             pool = self._library()
             if pool is None:
                 raise EngineUnavailable(f"tesseract is not usable: {exc}") from exc
-            with pool.api(self.options.languages, None, self.options.warm_engines) as api:
-                return pool.library.available_languages(api.handle)
+            try:
+                with pool.api(self.options.languages, None, self.options.warm_engines) as api:
+                    return pool.library.available_languages(api.handle)
+            except LibraryUnavailable as unlisted:
+                raise EngineUnavailable(f"tesseract is not usable: {unlisted}") from exc
 
     def recognise(
         self, page: PageImage, deadline: float, languages: str | None = None

@@ -20,7 +20,7 @@ from PIL import Image, ImageFilter
 from support import PAGE_ONE, post_file
 
 from extractor import ocr, samples
-from extractor.errors import EngineTimeout, InvalidParameter
+from extractor.errors import EngineTimeout, EngineUnavailable, InvalidParameter
 from extractor.importable import Line
 from extractor.media import PageImage, image_pages
 from extractor.ocr import OcrOptions, TesseractEngine
@@ -245,3 +245,15 @@ def test_torch_loaded_first_means_the_cli_not_a_slower_speech_engine() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["cli", "2"]
+
+
+def test_a_damaged_language_file_is_a_503_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "eng.traineddata").write_bytes(b"not a model at all")
+    monkeypatch.setenv("TESSDATA_PREFIX", str(tmp_path))
+    engine = TesseractEngine(OcrOptions())
+    assert engine.mode == "library"
+    with pytest.raises(EngineUnavailable, match="eng") as caught:
+        engine.check()
+    assert caught.value.status == 503
