@@ -85,18 +85,14 @@ class TesseractEngine:
         wanted = self.options.languages.split("+")
         installed = self.installed_languages()
         missing = [lang for lang in wanted if lang not in installed]
+        status: dict[str, object] = {"version": version, "mode": self.mode, "languages": wanted}
         if pool is not None and not missing:
             try:
                 with pool.api(self.options.languages, self.options.psm, self.options.warm_engines):
                     pass
-            except LibraryUnavailable as exc:  # e.g. a damaged traineddata file
-                raise EngineUnavailable(str(exc)) from exc
-        return {
-            "version": version,
-            "mode": self.mode,
-            "languages": wanted,
-            "missing_languages": missing,
-        }
+            except LibraryUnavailable as exc:  # installed but unusable: a damaged traineddata
+                missing, status["error"] = wanted, str(exc)
+        return {**status, "missing_languages": missing}
 
     def installed_languages(self) -> frozenset[str]:
         """Every language code Tesseract finds traineddata for (read once per process)."""

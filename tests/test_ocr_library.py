@@ -247,13 +247,17 @@ def test_torch_loaded_first_means_the_cli_not_a_slower_speech_engine() -> None:
     assert done.stdout.split() == ["cli", "2"]
 
 
-def test_a_damaged_language_file_is_a_503_not_a_crash(
+def test_a_damaged_language_file_makes_the_worker_unready_not_dead(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    shared_pool().close()  # no warm eng left over from other tests: load it from here
     (tmp_path / "eng.traineddata").write_bytes(b"not a model at all")
     monkeypatch.setenv("TESSDATA_PREFIX", str(tmp_path))
     engine = TesseractEngine(OcrOptions())
     assert engine.mode == "library"
-    with pytest.raises(EngineUnavailable, match="eng") as caught:
-        engine.check()
+    status = engine.check()  # what /readyz shows, with a 503
+    assert status["missing_languages"] == ["eng"] and "eng" in str(status["error"])
+    page = PageImage(0, tmp_path / "unused.png", 10, 10)
+    with pytest.raises(EngineUnavailable) as caught:
+        engine.recognise(page, far())
     assert caught.value.status == 503
