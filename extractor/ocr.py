@@ -85,15 +85,14 @@ class TesseractEngine:
         wanted = self.options.languages.split("+")
         installed = self.installed_languages()
         missing = [lang for lang in wanted if lang not in installed]
+        status: dict[str, object] = {"version": version, "mode": self.mode, "languages": wanted}
         if pool is not None and not missing:
-            with pool.api(self.options.languages, self.options.psm, self.options.warm_engines):
-                pass
-        return {
-            "version": version,
-            "mode": self.mode,
-            "languages": wanted,
-            "missing_languages": missing,
-        }
+            try:
+                with pool.api(self.options.languages, self.options.psm, self.options.warm_engines):
+                    pass
+            except LibraryUnavailable as exc:  # installed but unusable: a damaged traineddata
+                missing, status["error"] = wanted, str(exc)
+        return {**status, "missing_languages": missing}
 
     def installed_languages(self) -> frozenset[str]:
         """Every language code Tesseract finds traineddata for (read once per process)."""
@@ -108,8 +107,11 @@ class TesseractEngine:
             pool = self._library()
             if pool is None:
                 raise EngineUnavailable(f"tesseract is not usable: {exc}") from exc
-            with pool.api(self.options.languages, None, self.options.warm_engines) as api:
-                return pool.library.available_languages(api.handle)
+            try:
+                with pool.api(self.options.languages, None, self.options.warm_engines) as api:
+                    return pool.library.available_languages(api.handle)
+            except LibraryUnavailable as unlisted:
+                raise EngineUnavailable(f"tesseract is not usable: {unlisted}") from exc
 
     def recognise(
         self, page: PageImage, deadline: float, languages: str | None = None

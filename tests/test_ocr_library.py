@@ -20,7 +20,7 @@ from PIL import Image, ImageFilter
 from support import PAGE_ONE, post_file
 
 from extractor import ocr, samples
-from extractor.errors import EngineTimeout, InvalidParameter
+from extractor.errors import EngineTimeout, EngineUnavailable, InvalidParameter
 from extractor.importable import Line
 from extractor.media import PageImage, image_pages
 from extractor.ocr import OcrOptions, TesseractEngine
@@ -245,3 +245,19 @@ def test_torch_loaded_first_means_the_cli_not_a_slower_speech_engine() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["cli", "2"]
+
+
+def test_a_damaged_language_file_makes_the_worker_unready_not_dead(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    shared_pool().close()  # no warm eng left over from other tests: load it from here
+    (tmp_path / "eng.traineddata").write_bytes(b"not a model at all")
+    monkeypatch.setenv("TESSDATA_PREFIX", str(tmp_path))
+    engine = TesseractEngine(OcrOptions())
+    assert engine.mode == "library"
+    status = engine.check()  # what /readyz shows, with a 503
+    assert status["missing_languages"] == ["eng"] and "eng" in str(status["error"])
+    page = PageImage(0, tmp_path / "unused.png", 10, 10)
+    with pytest.raises(EngineUnavailable) as caught:
+        engine.recognise(page, far())
+    assert caught.value.status == 503
