@@ -33,8 +33,14 @@ RUN apt-get update \
 WORKDIR /src
 # Dependencies first, so editing the code does not reinstall them. openai-whisper comes without
 # its own dependencies: they would pull triton (1 GB of GPU kernels); the `openai` extra lists
-# what it needs on CPU, and torch comes first from the CPU index. Shared libraries lose their
-# debug sections, which several wheels ship (ctranslate2's alone: tens of MB).
+# what it needs on CPU, and torch comes first from the CPU index.
+# Then the weight the service never uses comes out (the image was 759 MB before, 3.4 GB in the
+# old Dockerfile): debug sections of extension modules (~100 MB, 66 MB of it ctranslate2's; the
+# libraries auditwheel vendored into *.libs/ stay untouched, patchelf rewrote them and strip
+# then breaks them: numpy's OpenBLAS no longer loads); onnxruntime's C API library (35 MB: its
+# Python binding carries the runtime itself, and faster-whisper's VAD runs without it) and its
+# model tools; test suites (18 MB); hf-xet (11 MB), huggingface_hub's Hub transfer accelerator,
+# when the model is bundled and nothing is downloaded.
 COPY pyproject.toml README.md image/pyproject_requirements.py ./
 COPY requirements ./requirements
 RUN case "$ENGINES" in \
@@ -48,20 +54,30 @@ RUN case "$ENGINES" in \
  && if [ "$ENGINES" = openai ]; then \
         /opt/extractor/bin/pip install --no-deps -r requirements/openai-whisper.txt; \
     fi \
- && find /opt/extractor -name '*.so*' -type f -exec strip --strip-debug {} +
+ && find /opt/extractor/lib -path '*.libs' -prune -o -name '*.so*' -type f -print \
+    | while read -r lib; do \
+        if readelf -S "$lib" | grep -q '\.debug_info'; then strip --strip-debug "$lib"; fi; \
+      done \
+ && /opt/extractor/bin/pip uninstall --yes hf-xet \
+ && cd /opt/extractor/lib/python3*/site-packages \
+ && rm -r onnxruntime/capi/libonnxruntime.so.* \
+        onnxruntime/tools onnxruntime/transformers onnxruntime/quantization onnxruntime/datasets \
+ && find . -type d -name tests -prune -exec rm -r {} +
 
 COPY extractor ./extractor
 COPY schemas ./schemas
-# A real (non-editable) install; `pip check` proves the dependencies above were complete (the
-# one gap allowed is openai-whisper's triton). Then everything is compiled to bytecode here: the
-# root filesystem may be read-only at run time, and no process should compile at start.
+# A real (non-editable) install; `pip check` proves the dependencies above were complete (but
+# for the two left out on purpose: openai-whisper's triton, huggingface_hub's hf-xet). Then
+# everything is compiled to bytecode here: the root filesystem may be read-only at run time,
+# and no process should compile at start. The imports prove nothing above broke a library.
 RUN /opt/extractor/bin/pip install --no-deps . \
  && ! /opt/extractor/bin/pip check \
-        | grep -v -e '^No broken requirements' -e '^openai-whisper .* requires triton' \
+        | grep -v -e '^No broken requirements' -e ' requires triton,' -e ' requires hf-xet,' \
  && /opt/extractor/bin/pip uninstall --yes pip setuptools \
  && /opt/extractor/bin/python -m compileall -q -j 0 /opt/extractor/lib \
  && /opt/extractor/bin/python -c "import av, ctranslate2, jsonschema_rs, numpy, onnxruntime, \
-        PIL.Image, psycopg, pypdfium2, tokenizers, extractor.app, extractor.labeling.app" \
+        PIL.Image, psycopg, pypdfium2, tokenizers, faster_whisper, extractor.app, \
+        extractor.labeling.app" \
  && mkdir -p /var/cache/extractor \
  && if [ "$ENGINES" = openai ]; then \
         /opt/extractor/bin/python -c "from pathlib import Path; from extractor.asr.ct2_convert import cached_openai_checkpoint; from extractor.asr.faster import bundled_model_dir; cached_openai_checkpoint(bundled_model_dir(), Path('/var/cache/extractor'))"; \

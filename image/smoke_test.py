@@ -33,10 +33,17 @@ MAX_MB = float(os.environ.get("IMAGE_MAX_MB", "700"))
 READY_SECONDS = 180  # a cold start on 2 busy cores: Tesseract's check and the model load
 
 
+def container_limits() -> tuple[int, int]:
+    """Open files and processes for a container: within the hard limits, which podman's defaults
+    exceed here. (An nproc of 65536 was refused with EPERM under gVisor; 32768 is accepted.)"""
+    nofile = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 65536)
+    nproc = min(resource.getrlimit(resource.RLIMIT_NPROC)[1], 32768)
+    return nofile, nproc
+
+
 def podman_run_args() -> list[str]:
     """``podman run`` options this kind of machine needs (see the module docstring)."""
-    nofile = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 65536)
-    nproc = min(resource.getrlimit(resource.RLIMIT_NPROC)[1], 65536)
+    nofile, nproc = container_limits()
     return [
         "--runtime", "runc", "--network", "host",
         "--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", f"nproc={nproc}:{nproc}",
