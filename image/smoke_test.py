@@ -85,11 +85,11 @@ def post(url: str, name: str, data: bytes, accept: str) -> str:
 @contextmanager
 def container(image: str, port: int) -> Iterator[str]:
     name = f"extractor-smoke-{uuid.uuid4().hex[:8]}"
-    podman(
-        "run", "--detach", "--name", name, *podman_run_args(), "--read-only",
-        "--env", f"EXTRACTOR_BIND=127.0.0.1:{port}", "--env", "EXTRACTOR_WORKERS=1", image,
-    )  # fmt: skip
     try:
+        podman(
+            "run", "--detach", "--name", name, *podman_run_args(), "--read-only",
+            "--env", f"EXTRACTOR_BIND=127.0.0.1:{port}", "--env", "EXTRACTOR_WORKERS=1", image,
+        )  # fmt: skip
         yield name
     except BaseException:
         print(podman("logs", "--tail", "40", name, check=False).stderr, file=sys.stderr)
