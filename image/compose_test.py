@@ -200,6 +200,15 @@ def main(image: str) -> None:
         cells = [cell["content"] for cell in documents[0]["importable"]["cells"]]
         assert any("Harbor Street" in cell for cell in cells), cells
 
+        # Health checks are not scheduled here (podman does that with systemd timers, and
+        # there is no systemd): run each service's once, as its timer would.
+        for service in ("extractor", "labeling", "worker", "postgres"):
+            health = subprocess.run(
+                ["podman", "healthcheck", "run", f"{project}_{service}_1"],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            assert health.returncode == 0, f"{service} unhealthy: {health.stdout}{health.stderr}"
+
         users = {
             service: run("podman", "exec", f"{project}_{service}_1", "id", "-u").strip()
             for service in ("extractor", "labeling", "worker")
@@ -207,7 +216,8 @@ def main(image: str) -> None:
         assert all(uid == "10001" for uid in users.values()), users
         print(
             f"compose: 4 services up in {up_after:.0f} s; /extract answered; an OCR project job "
-            f"ran on the worker through http://extractor:8000 into PostgreSQL; uids {users}"
+            f"ran on the worker through http://extractor:8000 into PostgreSQL; all 4 health "
+            f"checks pass; uids {users}"
         )
     except BaseException:
         for service in ("labeling", "worker", "postgres"):
