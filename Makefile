@@ -17,7 +17,8 @@ RUNTIME_DEBS := tesseract-ocr tesseract-ocr-eng
 DEV_DEBS := espeak-ng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-ita fonts-dejavu-core \
             postgresql chromium chromium-driver poppler-utils curl jq prometheus
 
-.PHONY: install install-dev run test lint typecheck bench clean settings-table
+.PHONY: install install-dev run test lint typecheck bench clean settings-table image image-test \
+        apt-image
 
 install: apt-runtime $(STAMP)
 
@@ -43,8 +44,8 @@ run: install
 	$(BIN)/extractor serve
 
 lint:
-	$(BIN)/ruff check extractor tests bench
-	$(BIN)/ruff format --check extractor tests bench
+	$(BIN)/ruff check extractor tests bench image
+	$(BIN)/ruff format --check extractor tests bench image
 
 typecheck:
 	$(BIN)/mypy extractor
@@ -60,3 +61,25 @@ settings-table: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+
+# -- the container image ------------------------------------------------------------------
+# `make image` builds the Dockerfile users build (ENGINES=openai for the openai-whisper
+# variant) on a debian:bookworm-slim rebuilt here from Debian's packages when absent;
+# `make image-test` runs it and checks it (image/smoke_test.py), then runs compose.yaml with
+# podman-compose (image/compose_test.py). Daemonless: buildah and podman; dnsname gives the
+# compose network its service names.
+IMAGE ?= localhost/extractor:latest
+ENGINES ?= faster
+IMAGE_DEBS := buildah podman runc mmdebstrap podman-compose \
+              golang-github-containernetworking-plugin-dnsname
+
+image: apt-image
+	bash image/debian-base.sh
+	PYTHON=$(BIN)/python bash image/build.sh $(IMAGE) --build-arg ENGINES=$(ENGINES)
+
+image-test: install-dev image
+	$(BIN)/python image/smoke_test.py $(IMAGE)
+	$(BIN)/python image/compose_test.py $(IMAGE)
+
+apt-image:
+	@bash .ci/apt-ensure $(IMAGE_DEBS)
