@@ -67,7 +67,7 @@ class Conversation:
     def wav(self) -> bytes:
         return encode_audio(self.samples, self.rate, "wav")
 
-    def speaker_at(self, seconds: float) -> int | None:
+    def speaker_at(self, seconds: float) -> int:
         """Who spoke at ``seconds``, or the nearest turn's speaker within a pause."""
         nearest = min(self.turns, key=lambda t: max(t.start - seconds, seconds - t.end, 0))
         return nearest.speaker
@@ -113,18 +113,31 @@ def word_accuracy(
     """Share of ``words`` (start, end, label) labelled right under the best label mapping,
     and how many distinct labels there were.
 
-    The labeller names speakers in its own way, so every one-to-one mapping of its labels onto
-    the true speakers is tried and the best kept, as diarization error rates are scored.
+    The labeller names speakers in its own way, so its labels are mapped one-to-one onto the
+    true speakers in the way that gets the most words right (an assignment problem, solved
+    exactly), as diarization error rates are scored; labels left over count as wrong.
     """
+    if not words:
+        return 0.0, 0
     labels = sorted({label for _start, _end, label in words})
-    truth = [conversation.speaker_at((start + end) / 2) for start, end, _label in words]
     speakers = sorted({turn.speaker for turn in conversation.turns})
-    best = 0
-    slots = max(len(labels), len(speakers))
-    padded = speakers + [-1] * (slots - len(speakers))  # extra labels map to nobody
-    for mapping in permutations(padded, len(labels)):
-        assign = dict(zip(labels, mapping, strict=True))
-        best = max(
-            best, sum(assign[label] == t for (_s, _e, label), t in zip(words, truth, strict=True))
+    agree = np.zeros((len(labels), len(speakers)), np.int64)  # words per (label, true speaker)
+    for start, end, label in words:
+        agree[labels.index(label), speakers.index(conversation.speaker_at((start + end) / 2))] += 1
+    return _best_assignment(agree) / len(words), len(labels)
+
+
+def _best_assignment(agree: np.ndarray) -> int:
+    try:
+        from scipy.optimize import linear_sum_assignment  # with the speakers extra
+    except ImportError:  # few labels: trying every mapping is quick enough
+        rows, cols = agree.shape
+        if rows > cols:
+            agree = agree.T
+            rows, cols = cols, rows
+        return max(
+            int(sum(agree[r, c] for r, c in enumerate(chosen)))
+            for chosen in permutations(range(cols), rows)
         )
-    return (best / len(words) if words else 0.0), len(labels)
+    picked_rows, picked_cols = linear_sum_assignment(agree, maximize=True)
+    return int(agree[picked_rows, picked_cols].sum())

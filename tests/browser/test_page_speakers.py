@@ -1,0 +1,48 @@
+"""The page's "tell voices apart" option sends speakers=auto and shows each line's speaker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_page import (  # noqa: F401  (fixtures used by name)
+    assert_only_local_requests,
+    browser,
+    link_content,
+    page,
+    pytestmark,
+    server,
+    upload,
+)
+
+from extractor.asr.speakers import speakers_available
+from extractor.conversations import VOICES, conversation
+
+pytestmark = [
+    *pytestmark,
+    pytest.mark.skipif(not speakers_available(), reason="needs the extractor[speakers] extra"),
+]
+
+from selenium.webdriver.chrome.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+
+def test_tell_voices_apart_labels_the_lines_of_a_mono_talk(
+    page: WebDriver,  # noqa: F811
+    server: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "talk.wav"
+    path.write_bytes(conversation(VOICES[:2], turns=4, seed=2).wav())
+    page.find_element(By.ID, "opt-speakers-auto").click()
+
+    assert upload(page, path) == "done", page.find_element(By.ID, "status").text
+    reply = json.loads(link_content(page, "download-json"))
+    speakers = [{m["key"]: m["value"] for m in c["metadata"]}["speaker"] for c in reply["cells"]]
+    assert speakers[0] == "Speaker 1" and set(speakers) == {"Speaker 1", "Speaker 2"}
+    lines = page.find_elements(By.CSS_SELECTOR, ".timed-line")
+    assert len(lines) == len(speakers)
+    for line, speaker, cell in zip(lines, speakers, reply["cells"], strict=True):
+        assert line.text.endswith(f"{speaker}: {cell['content']}")
+    assert_only_local_requests(page, server)
