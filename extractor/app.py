@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-import tempfile
 import time
 import uuid
 from collections.abc import Mapping
@@ -30,6 +29,7 @@ from .negotiate import JSON, SRT, TEXT, VTT, choose_format
 from .openapi import load_openapi
 from .schemas import importable_validator
 from .service import ExtractOptions, Extractor, Timings
+from .workdirs import request_workdir
 
 log = logging.getLogger("extractor.request")
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -69,7 +69,7 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
             )
         options = _extract_options(request.args)
         timings: Timings = g.timings
-        with tempfile.TemporaryDirectory(prefix="extractor-", dir=settings.tmp_dir) as tmp:
+        with request_workdir(settings.tmp_dir) as tmp:
             workdir = Path(tmp)
             path = workdir / "upload"
             with timings.stage("receive"):

@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -64,6 +63,7 @@ def _extract(args: argparse.Namespace) -> int:
     from .media import MediaKind, sniff
     from .negotiate import choose_format
     from .service import ExtractOptions, Extractor
+    from .workdirs import request_workdir
 
     settings = _settings_from(args)
     path = Path(args.file)
@@ -78,7 +78,7 @@ def _extract(args: argparse.Namespace) -> int:
                                audio=sniffed.kind is MediaKind.AUDIO)  # fmt: skip
         options = ExtractOptions(language=args.language, speakers=args.speakers,
                                  word_timestamps=args.words)  # fmt: skip
-        with tempfile.TemporaryDirectory(prefix="extractor-", dir=settings.tmp_dir) as tmp:
+        with request_workdir(settings.tmp_dir) as tmp:
             document = extractor.extract(path, path.name, sniffed, Path(tmp), options)
     except ExtractorError as exc:
         print(json.dumps(exc.to_json()), file=sys.stderr)
