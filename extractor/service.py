@@ -6,7 +6,6 @@ Nothing here knows HTTP: the web layer and the ``extract`` command both call
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import threading
 import time
@@ -24,6 +23,7 @@ from .asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, Transcrip
 from .asr.base import TimedWord
 from .config import Settings
 from .errors import EngineTimeout, InvalidParameter, ServiceBusy
+from .heap import trim_heap
 from .importable import Document, DocumentKind, Line, Page, Word
 from .media import (
     SAMPLE_RATE,
@@ -107,17 +107,6 @@ class EngineGate:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-def _load_trim() -> Callable[[int], object] | None:
-    try:
-        trim: Callable[[int], object] = ctypes.CDLL("libc.so.6").malloc_trim
-        return trim
-    except (OSError, AttributeError):  # not glibc: nothing to trim
-        return None
-
-
-_MALLOC_TRIM = _load_trim()
-
-
 def _then_trim_heap(job: Callable[[], T]) -> T:
     """Run ``job``, then hand the heap's free pages back to the system.
 
@@ -128,8 +117,7 @@ def _then_trim_heap(job: Callable[[], T]) -> T:
     try:
         return job()
     finally:
-        if _MALLOC_TRIM is not None:
-            _MALLOC_TRIM(0)
+        trim_heap()
 
 
 class Extractor:
@@ -151,6 +139,7 @@ class Extractor:
         started = time.monotonic()
         self._ocr_status = self.ocr.check()
         self.speech.load()
+        trim_heap()  # the warm-up's scratch memory: a ready worker's RSS is then its steady one
         log.info("engines ready", extra={"load_s": round(time.monotonic() - started, 2)})
 
     def readiness(self) -> tuple[bool, dict[str, object]]:
@@ -180,7 +169,7 @@ class Extractor:
 
         def job() -> Document:
             if sniffed.kind is MediaKind.AUDIO:
-                return self._audio(path, name, options, timings, cancel)
+                return self._audio(path, name, workdir, options, timings, cancel)
             return self._ocr(path, name, sniffed, workdir, deadline, timings)
 
         with timings.stage("queue+work"):
@@ -233,7 +222,7 @@ class Extractor:
     # -- audio ----------------------------------------------------------------------------
 
     def _audio(
-        self, path: Path, name: str, options: ExtractOptions, timings: Timings,
+        self, path: Path, name: str, workdir: Path, options: ExtractOptions, timings: Timings,
         cancel: threading.Event,
     ) -> Document:  # fmt: skip
         by_channel = options.speakers == "channels"
@@ -250,7 +239,13 @@ class Extractor:
             audio = decode_audio(
                 path, max_seconds=self.settings.max_audio_seconds, keep_channels=by_channel
             )
-        duration_ms = int(audio.duration * 1000)
+            duration_ms = int(audio.duration * 1000)
+            two = by_channel and audio.samples.shape[0] == 2
+            signals = [audio.samples[0], audio.samples[1]] if two else [audio.mono()]
+            tracks = [
+                Track.of(signal, workdir / f"track-{n}.f32") for n, signal in enumerate(signals)
+            ]
+            del audio, signals  # a long recording now lives on disk, out of the engine's peak
         transcribe = TranscribeOptions(
             language=language,
             beam_size=self.settings.asr_beam_size,
@@ -260,15 +255,15 @@ class Extractor:
         )
         lines: list[Line] = []
         with timings.stage("engine"):
-            if by_channel and audio.samples.shape[0] == 2:
+            if two:
                 for channel in range(2):
-                    transcript = self._transcribe(audio.samples[channel], transcribe)
+                    transcript = self._transcribe(tracks[channel], transcribe)
                     speaker = f"Speaker {channel + 1}"
                     lines += transcript_lines(transcript, duration_ms, speaker, transcribe)
                     language = language or transcript.language
                 lines.sort(key=lambda line: (line.start_ms or 0, line.end_ms or 0))
             else:
-                transcript = self._transcribe(audio.mono(), transcribe)
+                transcript = self._transcribe(tracks[0], transcribe)
                 lines = transcript_lines(transcript, duration_ms, None, transcribe)
                 language = transcript.language
         return Document(
@@ -276,7 +271,7 @@ class Extractor:
             duration_ms=duration_ms,
         )  # fmt: skip
 
-    def _transcribe(self, samples: np.ndarray, options: TranscribeOptions) -> Transcript:
+    def _transcribe(self, track: Track, options: TranscribeOptions) -> Transcript:
         """Transcribe in windows of at most ``CHUNK_SECONDS``, cut at quiet moments.
 
         Whisper's feature extraction and the VAD both work on the whole signal at once, which
@@ -286,10 +281,10 @@ class Extractor:
         self.speech.load()  # a no-op once loaded at worker start
         segments: list[TranscriptSegment] = []
         language = None
-        for start, end in quiet_windows(samples, CHUNK_SECONDS * SAMPLE_RATE):
+        for start, end in track.windows:
             if options.cancel is not None and options.cancel.is_set():
                 raise EngineTimeout("transcription took longer than the request timeout")
-            part = self.speech.transcribe(samples[start:end], options)
+            part = self.speech.transcribe(track.read(start, end), options)
             offset = start / SAMPLE_RATE
             segments += [shift(segment, offset) for segment in part.segments]
             language = language or part.language
@@ -299,7 +294,32 @@ class Extractor:
         self.gate.shutdown()
 
 
-CHUNK_SECONDS = 120  # longest window transcribed in one engine call
+@dataclass(frozen=True)
+class Track:
+    """One track of speech cut into windows; a long one kept on disk and read a window at a
+    time, so the engine's peak holds one window (1.9 MB) instead of the recording (38 MB for
+    10 minutes, 690 MB for the 3-hour limit)."""
+
+    windows: list[tuple[int, int]]  # sample ranges, see quiet_windows
+    samples: np.ndarray | None  # in memory: a recording of one window at most
+    path: Path | None  # float32 samples on disk otherwise
+
+    @classmethod
+    def of(cls, samples: np.ndarray, spill_to: Path) -> Track:
+        windows = quiet_windows(samples, CHUNK_SECONDS * SAMPLE_RATE)
+        if len(windows) == 1:
+            return cls(windows, samples, None)
+        np.ascontiguousarray(samples, dtype=np.float32).tofile(spill_to)
+        return cls(windows, None, spill_to)
+
+    def read(self, start: int, end: int) -> np.ndarray:
+        if self.samples is not None:
+            return self.samples[start:end]
+        assert self.path is not None
+        return np.fromfile(self.path, np.float32, count=end - start, offset=start * 4)
+
+
+CHUNK_SECONDS = 30  # longest window transcribed in one engine call: one Whisper window
 QUIET_SEARCH_SECONDS = 10  # how far back from a window's end to look for a quiet cut
 QUIET_FRAME = SAMPLE_RATE // 20  # 50 ms frames when looking for the quietest moment
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from extractor import media, samples
+from extractor import media, samples, service
 from extractor.errors import AudioTooLong
 from extractor.media import SAMPLE_RATE
 
@@ -47,3 +47,23 @@ def test_a_declared_length_is_allocated_once(tmp_path: Path) -> None:
     assert audio.samples.base is not None
     assert audio.samples.base.shape[1] <= 13 * SAMPLE_RATE  # 12 s declared and 1 s of slack
     assert np.isfinite(audio.samples).all()
+
+
+def test_a_long_track_waits_on_disk_and_comes_back_window_by_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service, "CHUNK_SECONDS", 10)
+    rng = np.random.default_rng(3)
+    signal = (rng.standard_normal(SAMPLE_RATE * 25) * 0.2).astype(np.float32)
+    track = service.Track.of(signal, tmp_path / "track.f32")
+    assert track.samples is None and (tmp_path / "track.f32").stat().st_size == signal.nbytes
+    assert len(track.windows) >= 3
+    joined = np.concatenate([track.read(start, end) for start, end in track.windows])
+    assert np.array_equal(joined, signal)
+
+
+def test_a_short_track_stays_in_memory(tmp_path: Path) -> None:
+    signal = np.zeros(SAMPLE_RATE * 5, np.float32)
+    track = service.Track.of(signal, tmp_path / "track.f32")
+    assert track.windows == [(0, len(signal))] and track.samples is not None
+    assert list(tmp_path.iterdir()) == []
