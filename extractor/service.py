@@ -204,6 +204,11 @@ class Extractor:
     def _ocr_page(
         self, image: PageImage, deadline: float, timings: Timings
     ) -> tuple[Page, list[Line]]:
+        if image.derived:
+            # The page was just rendered or re-encoded in this thread and its pixels freed;
+            # glibc would keep them in this thread's arena for the whole document (measured on
+            # a 10-page 300 dpi PDF in-process: peak 379 MB without, 339 with; 319 one page at a time).
+            trim_heap()
         try:
             with timings.stage("engine"):
                 lines = self.ocr.recognise(image, deadline)
