@@ -23,7 +23,7 @@ from .asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, Transcrip
 from .asr.base import TimedWord
 from .config import Settings
 from .errors import EngineTimeout, InvalidParameter, ServiceBusy
-from .heap import trim_heap
+from .heap import limit_heap_retention, trim_heap
 from .importable import Document, DocumentKind, Line, Page, Word
 from .media import (
     SAMPLE_RATE,
@@ -137,6 +137,7 @@ class Extractor:
     def load(self) -> None:
         """Load and warm everything; gunicorn calls this in each worker right after the fork."""
         started = time.monotonic()
+        limit_heap_retention()
         self._ocr_status = self.ocr.check()
         self.speech.load()
         trim_heap()  # the warm-up's scratch memory: a ready worker's RSS is then its steady one
