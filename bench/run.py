@@ -60,12 +60,10 @@ WHY = {
     "growth": "glibc keeps the heap freed by a request (decoded audio, features, rendered pages)"
     " instead of returning it to the system; in-process, malloc_trim(0) after a 60 s"
     " transcription gives back 67 of 127 MB and after a 10-page PDF 43 of 45 MB.",
-    "rss": "A ready worker already holds about 215 MB (model, VAD and Tesseract bindings warmed),"
-    " so 250 MB leaves about 35 MB per request. A 60 s transcription alone peaks about 220 MB"
-    " higher: faster-whisper computes the log-mel features (about 50 MB of intermediates per"
-    " minute) and Silero VAD its windows for a whole window of audio at once; a 10-page PDF peaks"
-    " about 180 MB higher. Only short inputs stay under 250 MB; the steady state after many short"
-    " requests is the steady-state row.",
+    "rss": "This peak is taken under load (two workers, queued requests, mixed inputs); see the"
+    " per-input rows for what one request costs. A ready worker holds ~205 MB; CTranslate2's"
+    " encoder needs ~60 MB for every 30 s window and PDFium ~85 MB to render one scanned 300-dpi"
+    " page.",
     "long": "See the decoder row of the memory table.",
     "peak": "See the per-input peak table: a ready worker holds ~220 MB and CTranslate2's"
     " encoder needs ~60 MB for any 30 s window (tiny.en's 6 heads x 1500^2 attention scores in"
