@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -61,6 +62,11 @@ def process_dir(tmp_dir: str | None) -> Path:
     root = Path(tmp_dir or tempfile.gettempdir())
     path = root / f"{PREFIX}{pid}-{_start_time(pid) or 0}"
     path.mkdir(mode=0o700, exist_ok=True)
+    # The name is predictable, so in a shared /tmp someone else may have made it first (or
+    # planted a symlink): only a private directory of our own may hold uploads.
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise PermissionError(f"{path} is not a private directory of this user")
     return path
 
 
@@ -76,8 +82,9 @@ def request_workdir(tmp_dir: str | None) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
-        with suppress(OSError):  # not empty: another request of this process still runs
-            path.parent.rmdir()
+        if _OWNED.match(path.parent.name):
+            with suppress(OSError):  # not empty: another request of this process still runs
+                path.parent.rmdir()
 
 
 def _fresh_dir(tmp_dir: str | None) -> Path:
@@ -86,7 +93,10 @@ def _fresh_dir(tmp_dir: str | None) -> Path:
             return Path(tempfile.mkdtemp(prefix="request-", dir=process_dir(tmp_dir)))
         except FileNotFoundError:  # a concurrent request just removed the empty parent
             continue
-    return Path(tempfile.mkdtemp(prefix="request-", dir=process_dir(tmp_dir)))
+        except PermissionError:
+            log.warning("process directory taken by another user; request files not swept")
+            break
+    return Path(tempfile.mkdtemp(prefix=PREFIX, dir=tmp_dir))  # private, but not crash-safe
 
 
 def sweep(tmp_dir: str | None) -> int:

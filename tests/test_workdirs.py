@@ -128,3 +128,14 @@ def test_a_worker_killed_mid_request_and_a_stopped_server_leave_no_files(
     assert statuses.count(200) >= 3
     assert not [s for s in statuses if isinstance(s, int) and s >= 500], statuses
     assert list(scratch.iterdir()) == [], "the stopped server left temporary files behind"
+
+
+def test_a_process_directory_planted_by_someone_else_is_not_used(tmp_path: Path) -> None:
+    planted = tmp_path / "elsewhere"
+    planted.mkdir()
+    mine = workdirs.process_dir(str(tmp_path))
+    mine.rmdir()
+    mine.symlink_to(planted)  # what another local user could prepare in a shared /tmp
+    with workdirs.request_workdir(str(tmp_path)) as workdir:
+        assert workdir.parent == tmp_path and not workdir.is_symlink()
+    assert list(planted.iterdir()) == [] and not workdir.exists()
