@@ -207,8 +207,8 @@ class Extractor:
     ) -> tuple[Page, list[Line]]:
         if image.derived:
             # The page was just rendered or re-encoded in this thread and its pixels freed;
-            # glibc would keep them in this thread's arena for the whole document (measured on
-            # a 10-page 300 dpi PDF in-process: peak 379 MB without, 339 with; 319 one page at a time).
+            # glibc would keep them in this thread's arena for the whole document (a 10-page
+            # 300 dpi PDF in-process: peak 379 MB without, 339 with, 319 one page at a time).
             trim_heap()
         try:
             with timings.stage("engine"):
@@ -315,7 +315,12 @@ class Track:
         windows = quiet_windows(samples, CHUNK_SECONDS * SAMPLE_RATE)
         if len(windows) == 1:
             return cls(windows, samples, None)
-        np.ascontiguousarray(samples, dtype=np.float32).tofile(spill_to)
+        try:
+            np.ascontiguousarray(samples, dtype=np.float32).tofile(spill_to)
+        except OSError as exc:  # a full temporary disk costs memory, not the request
+            spill_to.unlink(missing_ok=True)
+            log.warning("long audio kept in memory", extra={"error": str(exc)})
+            return cls(windows, samples, None)
         return cls(windows, None, spill_to)
 
     def read(self, start: int, end: int) -> np.ndarray:
@@ -325,7 +330,10 @@ class Track:
         return np.fromfile(self.path, np.float32, count=end - start, offset=start * 4)
 
 
-CHUNK_SECONDS = 30  # longest window transcribed in one engine call: one Whisper window
+# Longest window transcribed in one engine call: one Whisper window, so the VAD, the features and
+# the encoder never hold more than 30 s at once (2-minute windows peaked ~30 MB higher on 60 s of
+# speech in-process, at the same CPU time).
+CHUNK_SECONDS = 30
 QUIET_SEARCH_SECONDS = 10  # how far back from a window's end to look for a quiet cut
 QUIET_FRAME = SAMPLE_RATE // 20  # 50 ms frames when looking for the quietest moment
 
