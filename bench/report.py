@@ -50,6 +50,7 @@ class Report:
     load: list[LoadRow] = field(default_factory=list)
     memory: list[MemoryRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    tables: list[tuple[str, list[str]]] = field(default_factory=list)  # (heading, Markdown lines)
     started: float = field(default_factory=time.time)
     load_average_start: str = field(default_factory=lambda: _load_average())
 
@@ -105,6 +106,8 @@ class Report:
             ]
             if plot_name:
                 lines += ["", f"![p50 and p95 latency against concurrency]({plot_name})"]
+        for heading, table in self.tables:
+            lines += ["", f"## {heading}", "", *table]
         if self.memory:
             lines += ["", "## Memory per worker", "", "| when | RSS per worker (MB) |", "|---|---|"]
             for mr in self.memory:

@@ -39,7 +39,11 @@ def clean_environ() -> dict[str, str]:
 class Server:
     """One ``extractor serve`` process group: the gunicorn master and its workers."""
 
-    def __init__(self, *flags: str, log_dir: Path, name: str, ready_timeout: float = 240.0) -> None:
+    def __init__(
+        self, *flags: str, log_dir: Path, name: str, ready_timeout: float = 240.0,
+        pythonpath: str | None = None,
+    ) -> None:  # fmt: skip
+        self.pythonpath = pythonpath  # serve the extractor package found here (a comparison)
         self.port = free_port()
         self.flags = flags
         self.name = name
@@ -66,9 +70,17 @@ class Server:
         with self.log_path.open("wb") as sink:
             # A session of its own, so stopping it reaches every worker and Tesseract child.
             self.process = subprocess.Popen(
-                command, stdout=sink, stderr=subprocess.STDOUT, env=clean_environ(),
-                start_new_session=True,
+                command, stdout=sink, stderr=subprocess.STDOUT, env=self.environ(),
+                start_new_session=True, cwd=self.pythonpath,  # `-m` puts the cwd on sys.path
             )  # fmt: skip
+
+    def environ(self) -> dict[str, str]:
+        env = clean_environ()
+        if self.pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [self.pythonpath, env.get("PYTHONPATH")])
+            )
+        return env
 
     def wait_ready(self, workers: int) -> float:
         """Seconds until /readyz answers 200 and ``workers`` workers have started."""

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import time
+from contextlib import suppress
 from typing import Any
 
 from gunicorn.workers.gthread import ThreadWorker
 
 from .config import Settings
+from .workdirs import sweep
 
 # How long a worker waits before competing for a new connection, per extraction it already has,
 # and at most: the least loaded worker wins, and a health check waits no longer than the cap.
@@ -58,7 +61,13 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         # The heartbeat file lives in memory rather than on a possibly slow disk.
         "worker_tmp_dir": "/dev/shm",
         "post_worker_init": _load_engines,
-        "child_exit": _worker_exited,
+        # A worker killed mid-request (SIGKILL, OOM, timeout) cannot remove its request files:
+        # the master sweeps the directories of dead processes when it reaps one, a new worker
+        # when it starts (in case the master itself died) and the master once more on the way
+        # out, so neither a crash nor a stop leaves temporary files behind (see workdirs.py).
+        "child_exit": lambda _server, worker: _worker_exited(worker, settings.tmp_dir),
+        "post_fork": lambda _server, _worker: sweep(settings.tmp_dir),
+        "on_exit": lambda server: _sweep_on_exit(server, settings.tmp_dir),
         "accesslog": None,  # the app logs one structured line per request itself
         "errorlog": "-",
         "loglevel": settings.log_level,
@@ -77,8 +86,20 @@ def _load_engines(worker: Any) -> None:
         extractor.load()
 
 
-def _worker_exited(_server: Any, worker: Any) -> None:
-    """Drop a dead worker's live gauges from the metrics; its counters stay in the sums."""
+def _worker_exited(worker: Any, tmp_dir: str | None) -> None:
+    """Sweep a dead worker's request files; drop its live gauges from the metrics (its
+    counters stay in the sums)."""
     from .metrics import worker_exited
 
+    sweep(tmp_dir)
     worker_exited(worker.pid)
+
+
+def _sweep_on_exit(server: Any, tmp_dir: str | None) -> None:
+    """Sweep once every worker is gone: gunicorn SIGKILLs the workers still busy after the
+    graceful timeout but calls ``on_exit`` without waiting for them to die, and a dying worker's
+    directory would still look owned."""
+    for pid in list(getattr(server, "WORKERS", {})):
+        with suppress(ChildProcessError):
+            os.waitpid(pid, 0)  # already SIGKILLed: returns at once
+    sweep(tmp_dir)

@@ -333,8 +333,11 @@ def decode_audio(path: Path, *, max_seconds: float, keep_channels: bool = False)
         resampler = av.AudioResampler(
             format="fltp", layout="stereo" if rows == 2 else "mono", rate=SAMPLE_RATE
         )
+        # The buffer never outgrows the longest accepted audio: a file that declares its length
+        # gets exactly that, one that does not starts at 30 s and doubles up to the limit.
         limit = int((max_seconds + 1) * SAMPLE_RATE)
-        buffer = np.empty((rows, int(((declared or 30) + 1) * SAMPLE_RATE)), dtype=np.float32)
+        first = min(int(((declared or 30) + 1) * SAMPLE_RATE), limit)
+        buffer = np.empty((rows, first), dtype=np.float32)
         filled = 0
         for frame in _frames(container, stream):
             for out in resampler.resample(frame):
@@ -371,7 +374,8 @@ def _append(
     if filled + n > limit:
         raise AudioTooLong(f"the audio lasts longer than the limit of {max_seconds:.0f} s")
     if filled + n > buffer.shape[1]:
-        grown = np.empty((buffer.shape[0], max(2 * buffer.shape[1], filled + n)), np.float32)
+        size = min(max(2 * buffer.shape[1], filled + n), limit)
+        grown = np.empty((buffer.shape[0], size), np.float32)
         grown[:, :filled] = buffer[:, :filled]
         buffer = grown
     buffer[:, filled : filled + n] = chunk

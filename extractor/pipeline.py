@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from .media import MediaKind, Sniffed, sniff
 from .negotiate import choose_format
 from .schemas import importable_validator
 from .service import ExtractOptions, Extractor, Timings
+from .workdirs import request_workdir
 
 SNIFF_BYTES = 2048  # enough for every signature media.sniff knows
 UPLOAD_NAME = "upload"  # the name of a reply whose upload named no file
@@ -35,8 +35,8 @@ LANGUAGE_SEPARATOR = re.compile(r"[+ ]")
 @contextmanager
 def workspace(settings: Settings) -> Iterator[Path]:
     """A private directory for one extraction's files, removed with everything in it after."""
-    with tempfile.TemporaryDirectory(prefix="extractor-", dir=settings.tmp_dir) as tmp:
-        yield Path(tmp)
+    with request_workdir(settings.tmp_dir) as workdir:
+        yield workdir
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ Nothing here knows HTTP: the web layer and the ``extract`` command both call
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import threading
 import time
@@ -26,6 +25,7 @@ from .asr.base import TimedWord
 from .asr.speakers import SpeakerDiarizer, label_segments
 from .config import Settings
 from .errors import EngineTimeout, InvalidParameter, ServiceBusy, SpeakerAudioTooLong
+from .heap import limit_heap_retention, trim_heap
 from .importable import Document, DocumentKind, Line, Page, Word
 from .media import (
     SAMPLE_RATE,
@@ -119,17 +119,6 @@ class EngineGate:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-def _load_trim() -> Callable[[int], object] | None:
-    try:
-        trim: Callable[[int], object] = ctypes.CDLL("libc.so.6").malloc_trim
-        return trim
-    except (OSError, AttributeError):  # not glibc: nothing to trim
-        return None
-
-
-_MALLOC_TRIM = _load_trim()
-
-
 def _then_trim_heap(job: Callable[[], T]) -> T:
     """Run ``job``, then hand the heap's free pages back to the system.
 
@@ -140,8 +129,7 @@ def _then_trim_heap(job: Callable[[], T]) -> T:
     try:
         return job()
     finally:
-        if _MALLOC_TRIM is not None:
-            _MALLOC_TRIM(0)
+        trim_heap()
 
 
 class Extractor:
@@ -169,8 +157,10 @@ class Extractor:
     def load(self) -> None:
         """Load and warm everything; gunicorn calls this in each worker right after the fork."""
         started = time.monotonic()
+        limit_heap_retention()
         self._ocr_status = self.ocr.check()
         self.speech.load()
+        trim_heap()  # the warm-up's scratch memory: a ready worker's RSS is then its steady one
         seconds = time.monotonic() - started
         metrics.ENGINE_LOAD_SECONDS.set(seconds)
         log.info("engines ready", extra={"load_s": round(seconds, 2)})
@@ -202,7 +192,7 @@ class Extractor:
 
         def job() -> Document:
             if sniffed.kind is MediaKind.AUDIO:
-                return self._audio(path, name, options, timings, cancel)
+                return self._audio(path, name, workdir, options, timings, cancel)
             return self._ocr(path, name, sniffed, workdir, deadline, timings, options.ocr_languages)
 
         with timings.stage("queue+work"):
@@ -241,6 +231,11 @@ class Extractor:
     def _ocr_page(
         self, image: PageImage, deadline: float, timings: Timings, languages: str | None
     ) -> tuple[Page, list[Line]]:
+        if image.derived:
+            # The page was just rendered or re-encoded in this thread and its pixels freed;
+            # glibc would keep them in this thread's arena for the whole document (a 10-page
+            # 300 dpi PDF in-process: peak 379 MB without, 339 with, 319 one page at a time).
+            trim_heap()
         try:
             with timings.stage("engine"):
                 lines = self.ocr.recognise(image, deadline, languages)
@@ -266,7 +261,7 @@ class Extractor:
     # -- audio ----------------------------------------------------------------------------
 
     def _audio(
-        self, path: Path, name: str, options: ExtractOptions, timings: Timings,
+        self, path: Path, name: str, workdir: Path, options: ExtractOptions, timings: Timings,
         cancel: threading.Event,
     ) -> Document:  # fmt: skip
         by_channel = options.speakers == "channels"
@@ -285,12 +280,19 @@ class Extractor:
             audio = decode_audio(
                 path, max_seconds=self.settings.max_audio_seconds, keep_channels=by_channel
             )
-        duration_ms = int(audio.duration * 1000)
-        if options.speakers == "auto" and audio.duration > self.settings.speakers_max_seconds:
-            raise SpeakerAudioTooLong(
-                f"speakers=auto labels at most {self.settings.speakers_max_seconds:g} s of audio"
-                f" (EXTRACTOR_SPEAKERS_MAX_SECONDS); this file has {audio.duration:.0f} s"
-            )
+            duration_ms = int(audio.duration * 1000)
+            if options.speakers == "auto" and audio.duration > self.settings.speakers_max_seconds:
+                raise SpeakerAudioTooLong(
+                    f"speakers=auto labels at most {self.settings.speakers_max_seconds:g} s of"
+                    f" audio (EXTRACTOR_SPEAKERS_MAX_SECONDS); this file has"
+                    f" {audio.duration:.0f} s"
+                )
+            two = by_channel and audio.samples.shape[0] == 2
+            signals = [audio.samples[0], audio.samples[1]] if two else [audio.mono()]
+            tracks = [
+                Track.of(signal, workdir / f"track-{n}.f32") for n, signal in enumerate(signals)
+            ]
+            del audio, signals  # a long recording now lives on disk, out of the engine's peak
         transcribe = TranscribeOptions(
             language=language,
             beam_size=self.settings.asr_beam_size,
@@ -302,19 +304,17 @@ class Extractor:
         )
         lines: list[Line] = []
         with timings.stage("engine"):
-            if by_channel and audio.samples.shape[0] == 2:
+            if two:
                 for channel in range(2):
-                    transcript = self._transcribe(audio.samples[channel], transcribe)
+                    transcript = self._transcribe(tracks[channel], transcribe)
                     speaker = f"Speaker {channel + 1}"
                     lines += transcript_lines(transcript, duration_ms, speaker, transcribe)
                     language = language or transcript.language
                 lines.sort(key=lambda line: (line.start_ms or 0, line.end_ms or 0))
             elif options.speakers == "auto":
-                lines, language = self._speaker_lines(
-                    audio.mono(), duration_ms, transcribe, timings
-                )
+                lines, language = self._speaker_lines(tracks[0], duration_ms, transcribe, timings)
             else:
-                transcript = self._transcribe(audio.mono(), transcribe)
+                transcript = self._transcribe(tracks[0], transcribe)
                 lines = transcript_lines(transcript, duration_ms, None, transcribe)
                 language = transcript.language
         return Document(
@@ -323,20 +323,21 @@ class Extractor:
         )  # fmt: skip
 
     def _speaker_lines(
-        self, samples: np.ndarray, duration_ms: int, options: TranscribeOptions, timings: Timings
+        self, track: Track, duration_ms: int, options: TranscribeOptions, timings: Timings
     ) -> tuple[list[Line], str | None]:
         """``speakers=auto``: transcribe with word times, diarize, then label and split lines."""
-        transcript = self._transcribe(samples, replace(options, word_timestamps=True))
+        transcript = self._transcribe(track, replace(options, word_timestamps=True))
         if options.cancel is not None and options.cancel.is_set():
             raise EngineTimeout("transcription took longer than the request timeout")
         with timings.stage("speakers"):
-            turns = self.speakers.turns(samples)
+            # Whole, in memory: speakers=auto is bounded by EXTRACTOR_SPEAKERS_MAX_SECONDS.
+            turns = self.speakers.turns(track.read(0, track.windows[-1][1]))
         lines: list[Line] = []
         for segment, speaker in label_segments(transcript, turns):
             lines += transcript_lines(Transcript((segment,), None), duration_ms, speaker, options)
         return lines, transcript.language
 
-    def _transcribe(self, samples: np.ndarray, options: TranscribeOptions) -> Transcript:
+    def _transcribe(self, track: Track, options: TranscribeOptions) -> Transcript:
         """Transcribe in windows of at most ``CHUNK_SECONDS``, cut at quiet moments.
 
         Whisper's feature extraction and the VAD both work on the whole signal at once, which
@@ -346,10 +347,10 @@ class Extractor:
         self.speech.load()  # a no-op once loaded at worker start
         segments: list[TranscriptSegment] = []
         language = None
-        for start, end in quiet_windows(samples, CHUNK_SECONDS * SAMPLE_RATE):
+        for start, end in track.windows:
             if options.cancel is not None and options.cancel.is_set():
                 raise EngineTimeout("transcription took longer than the request timeout")
-            part = self.speech.transcribe(samples[start:end], options)
+            part = self.speech.transcribe(track.read(start, end), options)
             offset = start / SAMPLE_RATE
             segments += [shift(segment, offset) for segment in part.segments]
             language = language or part.language
@@ -359,7 +360,40 @@ class Extractor:
         self.gate.shutdown()
 
 
-CHUNK_SECONDS = 120  # longest window transcribed in one engine call
+@dataclass(frozen=True)
+class Track:
+    """One track of speech cut into windows; a long one kept on disk and read a window at a
+    time, so the engine's peak holds one window (1.9 MB) instead of the recording (38 MB for
+    10 minutes, 690 MB for the 3-hour limit)."""
+
+    windows: list[tuple[int, int]]  # sample ranges, see quiet_windows
+    samples: np.ndarray | None  # in memory: a recording of one window at most
+    path: Path | None  # float32 samples on disk otherwise
+
+    @classmethod
+    def of(cls, samples: np.ndarray, spill_to: Path) -> Track:
+        windows = quiet_windows(samples, CHUNK_SECONDS * SAMPLE_RATE)
+        if len(windows) == 1:
+            return cls(windows, samples, None)
+        try:
+            np.ascontiguousarray(samples, dtype=np.float32).tofile(spill_to)
+        except OSError as exc:  # a full temporary disk costs memory, not the request
+            spill_to.unlink(missing_ok=True)
+            log.warning("long audio kept in memory", extra={"error": str(exc)})
+            return cls(windows, samples, None)
+        return cls(windows, None, spill_to)
+
+    def read(self, start: int, end: int) -> np.ndarray:
+        if self.samples is not None:
+            return self.samples[start:end]
+        assert self.path is not None
+        return np.fromfile(self.path, np.float32, count=end - start, offset=start * 4)
+
+
+# Longest window transcribed in one engine call: one Whisper window, so the VAD, the features and
+# the encoder never hold more than 30 s at once (2-minute windows peaked ~30 MB higher on 60 s of
+# speech in-process, at the same CPU time).
+CHUNK_SECONDS = 30
 QUIET_SEARCH_SECONDS = 10  # how far back from a window's end to look for a quiet cut
 QUIET_FRAME = SAMPLE_RATE // 20  # 50 ms frames when looking for the quietest moment
 

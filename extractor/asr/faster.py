@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EngineFailure, EngineTimeout, EngineUnavailable
+from ..heap import trim_heap
 from .base import TimedWord, TranscribeOptions, Transcript, TranscriptSegment
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,8 @@ class FasterWhisperEngine:
             return
         from faster_whisper import WhisperModel
 
+        from .features import TrimmingFeatureExtractor
+
         omp_limit = os.environ.get("OMP_THREAD_LIMIT", "")
         if omp_limit.isdigit() and int(omp_limit) < self.threads:
             # Measured: CTranslate2 then returns garbage text without any error.
@@ -61,6 +64,8 @@ class FasterWhisperEngine:
             raise EngineUnavailable(
                 f"faster-whisper could not load {self.model_name}: {exc}"
             ) from exc
+        # Same features, but their scratch memory is returned before the encoder runs.
+        self._model.feature_extractor = TrimmingFeatureExtractor(**self._model.feat_kwargs)
         self._warm()
         log.info("faster-whisper loaded", extra={"model": self.model_name})
 
@@ -100,6 +105,9 @@ class FasterWhisperEngine:
             )
             out = []
             for segment in segments:
+                # CTranslate2 decodes a 30 s window per step of this generator; what it freed
+                # goes back before the next window's encoder peak (~1 ms per segment).
+                trim_heap()
                 if options.cancel is not None and options.cancel.is_set():
                     raise EngineTimeout("transcription took longer than the request timeout")
                 words = tuple(

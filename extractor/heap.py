@@ -1,0 +1,47 @@
+"""Handing freed heap memory back to the system (glibc's ``malloc_trim``), where it pays.
+
+glibc keeps what a thread freed in that thread's arena for later, so a worker's RSS stays at its
+high-water mark; and memory freed in one thread's arena cannot serve another thread, so a buffer
+freed by the engine thread while CTranslate2's own thread allocates still counts toward the
+peak. Trimming costs a millisecond or two, so it runs at a few chosen moments, never per call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim, libc.mallopt  # noqa: B018  # both exist: this is glibc
+        return libc
+    except (OSError, AttributeError):  # not glibc: nothing to tune
+        return None
+
+
+_LIBC = _libc()
+_MALLOC_TRIM: Callable[[int], object] | None = _LIBC.malloc_trim if _LIBC is not None else None
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, from glibc's malloc.h
+# Blocks from 4 MB up (CTranslate2's encoder activations, feature and page buffers) get pages of
+# their own that go back to the system when freed; smaller ones (the decoder's per-step logits,
+# about 1 MB for 5 beams) stay in the heap. Measured in-process on 60 s of speech: ready RSS 209
+# -> 192 MB, peak 293 -> 276 MB, for ~5% more CPU (page faults); a 1 MB threshold cost 27%.
+MMAP_THRESHOLD = 4 * 1024 * 1024  # bytes
+TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # bytes of free heap top kept; glibc's own ratio
+
+
+def limit_heap_retention() -> None:
+    """Set glibc's mmap and trim thresholds (see ``MMAP_THRESHOLD``); call before the models
+    load, so that their loading garbage is not kept either. Fixing them also stops glibc from
+    raising the mmap threshold by itself up to 32 MB, which is what made freed buffers linger."""
+    if _LIBC is not None:
+        _LIBC.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        _LIBC.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+
+
+def trim_heap() -> None:
+    """Return every arena's free pages to the system (a no-op without glibc)."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)

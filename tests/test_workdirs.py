@@ -1,0 +1,141 @@
+"""Request files live in a directory per process, and a killed process's directory is swept."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from support import start_server, stop_server
+
+from extractor import samples, workdirs
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_request_directory_lives_inside_the_process_directory_and_goes_with_it(
+    tmp_path: Path,
+) -> None:
+    with workdirs.request_workdir(str(tmp_path)) as first:
+        with workdirs.request_workdir(str(tmp_path)) as second:
+            (first / "upload").write_bytes(b"x")
+            assert first.parent == second.parent == workdirs.process_dir(str(tmp_path))
+            assert first.parent.name.startswith(f"extractor-{os.getpid()}-")
+        assert not second.exists() and first.exists()  # one request ending leaves the other's
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sweep_removes_only_directories_of_processes_that_are_gone(tmp_path: Path) -> None:
+    mine = workdirs.process_dir(str(tmp_path))
+    started = mine.name.rsplit("-", 1)[1]
+    dead = tmp_path / f"extractor-{_dead_pid()}-{started}"
+    reused = tmp_path / f"extractor-{os.getpid()}-{int(started) + 1}"  # our pid, another start
+    foreign = [tmp_path / "extractor-notapid", tmp_path / "something-else-1-2"]
+    for directory in (dead, reused, *foreign):
+        (directory / "request-x").mkdir(parents=True)
+        (directory / "request-x" / "page-0.pnm").write_bytes(b"P5")
+    (tmp_path / "extractor-1-1").write_bytes(b"a file, not a directory")
+
+    assert workdirs.sweep(str(tmp_path)) == 2
+    assert not dead.exists() and not reused.exists()
+    assert mine.exists() and all(directory.exists() for directory in foreign)
+    assert (tmp_path / "extractor-1-1").is_file()
+
+
+def _parent_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def _busy_request_dir(scratch: Path, server_pid: int, timeout: float) -> Path:
+    """A request directory holding files, made by one of this server's workers."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for request_dir in scratch.glob("extractor-*/request-*"):
+            pid = int(request_dir.parent.name.split("-")[1])
+            try:
+                busy = any(request_dir.iterdir()) and _parent_of(pid) == server_pid
+            except (OSError, ValueError):
+                continue  # finished (or its worker died) while we looked
+            if busy:
+                return request_dir
+        time.sleep(0.05)
+    raise TimeoutError("no request was seen running")
+
+
+def test_a_worker_killed_mid_request_and_a_stopped_server_leave_no_files(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """16 clients of mixed files; one worker gets SIGKILL while it holds a request's files."""
+    scratch = tmp_path_factory.mktemp("server-tmp")
+    # Small inputs, so that the requests still queued when the server stops drain quickly.
+    lines = samples.a4_page_lines(20, 8)
+    pages = [samples.text_page(lines[i : i + 12], page=i) for i in range(2)]
+    uploads = [
+        ("two-pages.pdf", samples.pdf(pages)),
+        ("page.png", samples.encode_image(pages[0].image, "PNG")),
+        ("noise.wav", samples.silence_and_noise(10)),
+    ]
+    url, server = start_server("--workers", "2", "--tmp-dir", str(scratch))
+    stop = threading.Event()
+    statuses: list[int | str] = []
+
+    def client(number: int) -> None:
+        name, data = uploads[number % len(uploads)]
+        while not stop.is_set():
+            try:
+                reply = httpx.post(url + "/extract", files={"upload": (name, data)}, timeout=60)
+                statuses.append(reply.status_code)
+            except httpx.TransportError as exc:  # the killed worker's connections
+                statuses.append(type(exc).__name__)
+
+    clients = [threading.Thread(target=client, args=(n,)) for n in range(16)]
+    try:
+        for thread in clients:
+            thread.start()
+        victim_dir = _busy_request_dir(scratch, server.pid, timeout=60)
+        victim = int(victim_dir.parent.name.split("-")[1])
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while victim_dir.parent.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not victim_dir.parent.exists(), "the killed worker's files were not swept"
+        # The replacement serves, and the load goes on until the server is stopped.
+        done = len(statuses)
+        deadline = time.monotonic() + 60
+        while statuses[done:].count(200) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert statuses[done:].count(200) >= 3
+    finally:
+        stop.set()  # no new uploads, but the server stops with the last ones still in flight
+        os.kill(server.pid, signal.SIGTERM)  # the master alone, as an init system stops it
+        try:
+            server.wait(timeout=120)  # the queued requests drain first (graceful stop)
+        finally:
+            stop_server(server)
+        for thread in clients:
+            thread.join(timeout=90)
+    assert statuses.count(200) >= 3
+    assert not [s for s in statuses if isinstance(s, int) and s >= 500], statuses
+    assert list(scratch.iterdir()) == [], "the stopped server left temporary files behind"
+
+
+def test_a_process_directory_planted_by_someone_else_is_not_used(tmp_path: Path) -> None:
+    planted = tmp_path / "elsewhere"
+    planted.mkdir()
+    mine = workdirs.process_dir(str(tmp_path))
+    mine.rmdir()
+    mine.symlink_to(planted)  # what another local user could prepare in a shared /tmp
+    with workdirs.request_workdir(str(tmp_path)) as workdir:
+        assert workdir.parent == tmp_path and not workdir.is_symlink()
+    assert list(planted.iterdir()) == [] and not workdir.exists()
