@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import Settings, SettingsError, parse_value, setting_fields
+from .config import SPEAKER_MODES, Settings, SettingsError, parse_value, setting_fields
 from .errors import ExtractorError
 from .formats import FORMATS
 
@@ -120,8 +120,6 @@ def _settings_doc(_args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .service import SPEAKER_MODES
-
     parser = argparse.ArgumentParser(prog="extractor", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -18,6 +18,7 @@ from .formats import DEFAULT_CHOICES
 
 ENV_PREFIX = "EXTRACTOR_"
 ENGINES = ("faster-whisper", "openai-whisper")
+SPEAKER_MODES = ("channels", "auto")  # ?speakers=: one speaker per stereo channel, or diarized
 
 
 class SettingsError(ValueError):

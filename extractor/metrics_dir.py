@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -26,6 +27,10 @@ def prepare_multiprocess_dir(base: str | None) -> Path:
     a fresh directory named after its pid, so a restart never adds up an old run's counters, and
     the directories of servers that died without cleaning up (SIGKILL) are removed here.
     """
+    if (
+        "prometheus_client" in sys.modules
+    ):  # its storage is already chosen: workers would not add up
+        raise RuntimeError("prepare_multiprocess_dir must run before prometheus_client is imported")
     parent = Path(base or tempfile.gettempdir())
     for stale in parent.glob(f"{DIR_PREFIX}*"):
         pid = stale.name.removeprefix(DIR_PREFIX)

@@ -43,7 +43,6 @@ T = TypeVar("T")
 
 
 # audio: "channels" transcribes each stereo channel as a speaker; "auto" diarizes the mix
-SPEAKER_MODES = ("channels", "auto")
 
 
 @dataclass(frozen=True)

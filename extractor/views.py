@@ -16,11 +16,11 @@ from pathlib import Path
 from flask import Blueprint, Response, current_app, g, jsonify, request, send_from_directory
 from werkzeug.exceptions import HTTPException
 
-from .config import Settings
+from .config import SPEAKER_MODES, Settings
 from .errors import ExtractorError, InvalidParameter, MissingUpload, Unauthorized
 from .openapi import load_openapi
 from .pipeline import ReplyRequest, extract_reply, parse_ocr_languages, workspace
-from .service import SPEAKER_MODES, ExtractOptions, Extractor, Timings
+from .service import ExtractOptions, Extractor, Timings
 
 log = logging.getLogger("extractor.request")
 STATIC_DIR = Path(__file__).resolve().parent / "static"
