@@ -54,6 +54,11 @@ def _alive(pid: int) -> bool:
 
 
 def remove_multiprocess_dir(path: Path) -> None:
+    """Remove the directory, in the process that made it only: a gunicorn worker is forked
+    inside ``serve`` and unwinds through the same ``finally`` when it exits, and must not take
+    the directory away from its siblings and the master."""
+    if path.name != f"{DIR_PREFIX}{os.getpid()}":
+        return
     shutil.rmtree(path, ignore_errors=True)
     if os.environ.get(MULTIPROC_ENV) == str(path):
         del os.environ[MULTIPROC_ENV]

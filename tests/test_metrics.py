@@ -174,3 +174,22 @@ def test_prometheus_scrapes_the_extractor(
     finally:
         prometheus.terminate()
         prometheus.wait(timeout=30)
+
+
+def test_only_the_process_that_made_the_directory_removes_it(tmp_path: Path) -> None:
+    """A gunicorn worker is forked inside ``serve`` and unwinds through its ``finally``: its
+    exit must not remove the directory its siblings and the master still write to."""
+    import os
+
+    from extractor.metrics_dir import DIR_PREFIX, remove_multiprocess_dir
+
+    made = tmp_path / f"{DIR_PREFIX}{os.getpid()}"
+    made.mkdir()
+    child = os.fork()
+    if child == 0:  # the "worker"
+        remove_multiprocess_dir(made)
+        os._exit(0)
+    os.waitpid(child, 0)
+    assert made.is_dir()
+    remove_multiprocess_dir(made)
+    assert not made.exists()
