@@ -15,6 +15,17 @@ from extractor import samples
 from extractor.app import create_app
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the tests that load torch into this process last.
+
+    torch brings its own OpenMP runtime, on which Tesseract's per-thread serial switch acts
+    process-wide, so the in-process OCR engine falls back to the CLI once torch is loaded (as
+    it should in a server, where Tesseract loads first). The tests that check the library path
+    must run before any test has imported torch here.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("torch") is not None)
+
+
 @pytest.fixture
 def make_app(tmp_path: Path) -> Iterator[Callable[..., Flask]]:
     """Build apps with settings overrides; every request's temp dir must be gone afterwards."""

