@@ -55,6 +55,8 @@ test: install-dev lint typecheck
 
 bench: install-dev
 	$(BIN)/python -m bench.run $(if $(SAMPLES),--samples $(SAMPLES))
+	@# speakers=auto: words right, speakers found, extra real-time factor and RSS (bench/speakers.md)
+	$(BIN)/python -m bench.speakers --out bench/speakers.md
 
 settings-table: install
 	@$(BIN)/extractor settings
