@@ -253,17 +253,6 @@ class JobQueue:
             )
             return result.rowcount == 1
 
-    def save_progress(
-        self,
-        job_id: str,
-        worker_id: str,
-        progress: int,
-        checkpoint: dict[str, Any] | None,
-        run_seconds: float | None = None,
-    ) -> bool:
-        """Record progress and what a resumed run may skip; False when the lease is lost."""
-        return self.save_step(job_id, worker_id, progress, checkpoint, run_seconds)
-
     def save_step(
         self,
         job_id: str,

@@ -123,7 +123,7 @@ def test_an_expired_lease_moves_the_job_and_the_late_worker_cannot_settle(
         second = queue.claim("fast")
         assert second is not None and second.id == job_id and second.attempts == 2
         assert not queue.heartbeat(job_id, "slow")
-        assert not queue.save_progress(job_id, "slow", 50, None)
+        assert not queue.save_step(job_id, "slow", 50, None)
         assert not queue.deliver(job_id, "slow", lambda _: "nope")
         assert not queue.fail(job_id, "slow", JobFailure("late"))
         assert queue.deliver(job_id, "fast", lambda _: "result")
