@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
@@ -104,17 +106,19 @@ class SecretBox:
 
     def open(self, token: str) -> str:
         """The secret a ``seal`` produced; SecretsUnavailableError when no key opens it."""
-        try:
+        with self._undecryptable():
             return self._fernet.decrypt(token.encode("ascii")).decode("utf-8")
-        except (InvalidToken, UnicodeError) as exc:
-            raise SecretsUnavailableError(
-                f"a stored secret cannot be decrypted with the keys of {self.origin}"
-            ) from exc
 
     def rotate(self, token: str) -> str:
         """``token`` re-encrypted under the first key (whichever key sealed it)."""
-        try:
+        with self._undecryptable():
             return self._fernet.rotate(token.encode("ascii")).decode("ascii")
+
+    @contextmanager
+    def _undecryptable(self) -> Iterator[None]:
+        """Translate cryptography's errors for a token none of our keys opens, in one place."""
+        try:
+            yield
         except (InvalidToken, UnicodeError) as exc:
             raise SecretsUnavailableError(
                 f"a stored secret cannot be decrypted with the keys of {self.origin}"
