@@ -104,9 +104,10 @@ class Settings:
         " false, or a library that won't load, runs the tesseract CLI per page.",
     )
     ocr_warm_engines: int = _setting(
-        4,
-        "Loaded Tesseract instances a worker keeps between pages (~15 MB each for eng); the least"
-        " recently used language set is dropped first.",
+        1,
+        "Loaded Tesseract instances a worker keeps between pages (15-30 MB each for eng); the"
+        " least recently used language set is dropped first. One more saves a multi-page"
+        " document or a second language set ~50 ms of model loading.",
     )
     # -- speech ---------------------------------------------------------------------------
     asr_engine: str = _setting("faster-whisper", "Speech engine.", choices=ENGINES)

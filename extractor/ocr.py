@@ -33,7 +33,7 @@ class OcrOptions:
     languages: str = "eng"  # '+'-joined Tesseract language codes
     psm: int | None = None  # page segmentation mode; None keeps Tesseract's default
     in_process: bool = True  # libtesseract with warm models; False: always the CLI
-    warm_engines: int = 4  # idle loaded Tesseract APIs kept per process
+    warm_engines: int = 1  # idle loaded Tesseract APIs kept per process
 
 
 class TesseractEngine:

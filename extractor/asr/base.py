@@ -75,6 +75,8 @@ def speech_regions(audio: np.ndarray) -> list[tuple[float, float]]:
     from faster_whisper.vad import VadOptions, get_speech_timestamps
 
     from ..media import SAMPLE_RATE
+    from . import silero
 
+    silero.install()
     stamps = get_speech_timestamps(audio, VadOptions())
     return [(s["start"] / SAMPLE_RATE, s["end"] / SAMPLE_RATE) for s in stamps]

@@ -43,6 +43,7 @@ class FasterWhisperEngine:
             return
         from faster_whisper import WhisperModel
 
+        from . import silero
         from .features import TrimmingFeatureExtractor
 
         omp_limit = os.environ.get("OMP_THREAD_LIMIT", "")
@@ -66,6 +67,7 @@ class FasterWhisperEngine:
             ) from exc
         # Same features, but their scratch memory is returned before the encoder runs.
         self._model.feature_extractor = TrimmingFeatureExtractor(**self._model.feat_kwargs)
+        silero.install()  # the same VAD without onnxruntime's ~34 MB
         self._warm()
         log.info("faster-whisper loaded", extra={"model": self.model_name})
 
