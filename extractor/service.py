@@ -157,8 +157,10 @@ class Extractor:
         """Load and warm everything; gunicorn calls this in each worker right after the fork."""
         started = time.monotonic()
         limit_heap_retention()
-        self._ocr_status = self.ocr.check()
+        # The speech model first: loaded after Tesseract's, its loading scratch fragmented the
+        # heap around Tesseract's models and a ready worker held 4 MB more.
         self.speech.load()
+        self._ocr_status = self.ocr.check()
         trim_heap()  # the warm-up's scratch memory: a ready worker's RSS is then its steady one
         seconds = time.monotonic() - started
         metrics.ENGINE_LOAD_SECONDS.set(seconds)

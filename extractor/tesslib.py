@@ -145,7 +145,7 @@ class WarmApi:
     """One initialised ``TessBaseAPI`` (models loaded) for one language set; one page at a time."""
 
     def __init__(self, library: TesseractLibrary, languages: str, psm: int | None) -> None:
-        self.library, self.languages = library, languages
+        self.library, self.languages, self.psm = library, languages, psm
         tess = library._tess
         self._handle = tess.TessBaseAPICreate()
         if tess.TessBaseAPIInit3(self._handle, None, languages.encode()) != 0:
@@ -203,16 +203,19 @@ class WarmApi:
 class WarmPool:
     """Initialised APIs kept between pages, keyed by (language set, page segmentation mode).
 
-    A page checks one out (creating it if none is idle) and returns it afterwards; at most
-    ``keep`` idle ones stay loaded (each ~15 MB for ``eng``), the least recently used first
-    to go, so a client's rare language set cannot pin memory for good. How many are in use at
-    once is bounded by the caller (engine slots x parallel pages).
+    A page checks one out (creating it if none is idle) and returns it afterwards. Once no page
+    is being read, at most ``keep`` idle ones stay loaded (15-30 MB each for ``eng``), the least
+    recently used first to go, so a client's rare language set cannot pin memory for good;
+    while a document's pages are still being read, every API stays, so its parallel pages do
+    not reload models page after page. How many are in use at once is bounded by the caller
+    (engine slots x parallel pages).
     """
 
     def __init__(self, library: TesseractLibrary) -> None:
         self.library = library
         self._idle: OrderedDict[tuple[str, int | None], list[WarmApi]] = OrderedDict()
         self._lock = threading.Lock()
+        self._in_use = 0
 
     @contextmanager
     def api(self, languages: str, psm: int | None, keep: int) -> Iterator[WarmApi]:
@@ -220,29 +223,42 @@ class WarmPool:
         with self._lock:
             idle = self._idle.get(key)
             warm = idle.pop() if idle else None
-        if warm is None:
-            started = time.monotonic()
-            warm = WarmApi(self.library, languages, psm)
-            log.debug(
-                "tesseract api loaded",
-                extra={"languages": languages, "load_s": round(time.monotonic() - started, 3)},
-            )
+            self._in_use += 1
+        try:
+            if warm is None:
+                warm = self._load(languages, psm)
+        except BaseException:
+            with self._lock:
+                self._in_use -= 1
+            raise
         try:
             yield warm
         finally:
             self._put_back(key, warm, keep)
 
+    def _load(self, languages: str, psm: int | None) -> WarmApi:
+        started = time.monotonic()
+        warm = WarmApi(self.library, languages, psm)
+        log.debug(
+            "tesseract api loaded",
+            extra={"languages": languages, "load_s": round(time.monotonic() - started, 3)},
+        )
+        return warm
+
     def _put_back(self, key: tuple[str, int | None], warm: WarmApi, keep: int) -> None:
-        evicted = []
+        ended = []
         with self._lock:
+            self._in_use -= 1
             self._idle.setdefault(key, []).append(warm)
             self._idle.move_to_end(key)
-            while sum(len(apis) for apis in self._idle.values()) > keep:
-                oldest_key, oldest = next(iter(self._idle.items()))
-                evicted.append(oldest.pop(0))
-                if not oldest:
-                    del self._idle[oldest_key]
-        for api in evicted:
+            # Idle ones beyond ``keep``, plus one per page still being read (its document's
+            # next page will want it back), go too: never more than that, whatever the load.
+            while sum(len(apis) for apis in self._idle.values()) > keep + self._in_use:
+                oldest = next(apis for apis in self._idle.values() if apis)
+                ended.append(oldest.pop(0))
+            for empty in [k for k, apis in self._idle.items() if not apis]:
+                del self._idle[empty]
+        for api in ended:
             api.close()
 
     def idle_keys(self) -> list[tuple[str, int | None]]:

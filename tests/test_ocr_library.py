@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from flask import Flask
@@ -24,7 +25,7 @@ from extractor.errors import EngineTimeout, EngineUnavailable, InvalidParameter
 from extractor.importable import Line
 from extractor.media import PageImage, image_pages
 from extractor.ocr import OcrOptions, TesseractEngine
-from extractor.tesslib import LibraryUnavailable, serial_is_per_thread, shared_pool
+from extractor.tesslib import LibraryUnavailable, WarmApi, serial_is_per_thread, shared_pool
 
 GERMAN = ["Die Größe der Straße überrascht Jürgen", "Schöne Grüße aus München"]
 
@@ -133,6 +134,36 @@ def test_models_stay_loaded_between_pages_and_idle_ones_are_bounded(tmp_path: Pa
     assert pool.idle_keys() == [("deu", None), ("fra", None)]
     engine.recognise(page, far(), "deu")
     assert pool.idle_keys() == [("fra", None), ("deu", None)]
+
+
+def test_a_documents_parallel_pages_keep_their_apis_until_it_is_read(tmp_path: Path) -> None:
+    """With one API kept between requests (the default), a document read two pages at a time
+    must not end and reload the second API after every page: the idle bound applies once no
+    page is being read, and while pages are, it is the bound plus one per page in flight."""
+    page = page_file(samples.text_page(PAGE_ONE).image, tmp_path, "page.png")
+    pool = shared_pool()
+    pool.close()
+    loaded: list[str] = []
+    original = WarmApi.__init__
+
+    def counting(api: WarmApi, *args: Any) -> None:
+        loaded.append(args[1])
+        original(api, *args)
+
+    engine = TesseractEngine(OcrOptions(warm_engines=1))
+    with patch.object(WarmApi, "__init__", counting):
+        with pool.api("eng", None, 1):  # a page of the document, still being read...
+            for _ in range(3):  # ...while the other thread reads three more
+                engine.recognise(page, far())
+            assert pool.idle_keys() == [("eng", None)]
+        assert loaded == ["eng", "eng"]  # two APIs for two pages at a time, loaded once each
+        assert pool.idle_keys() == [("eng", None)]  # and one kept once the document is read
+        # Under load, idle ones never exceed the bound plus the pages in flight.
+        with pool.api("eng", None, 1):
+            for language in ("deu", "fra", "ita"):
+                engine.recognise(page, far(), language)
+                assert len(pool.idle_keys()) <= 2
+    assert len(pool.idle_keys()) == 1
 
 
 def test_pages_in_parallel_threads_each_get_their_own_api(tmp_path: Path) -> None:
