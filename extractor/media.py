@@ -220,7 +220,7 @@ class PdfPages:
             self._stderr.close()
             raise
         try:
-            opened = self._answer(self._stop(deadline), "opening the PDF", -1)
+            opened = self._answer(self._stop(deadline), "the PDF", -1)
             self.count = int(opened["pages"])
         except BaseException:
             self.close()
@@ -234,6 +234,8 @@ class PdfPages:
             raise EngineTimeout(f"{what}: waited for the PDF's other pages past the deadline")
         try:
             self._raise_failure()
+            if self._process.returncode is not None:  # closed
+                raise EngineUnavailable(f"{what}: the PDF's renderer has exited")
             try:
                 assert self._process.stdin is not None
                 self._process.stdin.write(json.dumps({"render": index}).encode() + b"\n")
@@ -279,7 +281,8 @@ class PdfPages:
             self._reap(kill_after=0)
             if index >= 0:
                 (self._workdir / f"page-{index}.pgm").unlink(missing_ok=True)  # half-written
-            self._fail(EngineTimeout, f"{what} took longer to render than allowed")
+            verb = "to render" if index >= 0 else "to open"
+            self._fail(EngineTimeout, f"{what} took longer {verb} than allowed")
         if line == b"":  # the renderer died without answering
             self._reap(kill_after=CLOSE_WAIT)
             if index >= 0:
