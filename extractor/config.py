@@ -96,7 +96,13 @@ class Settings:
     pdf_page_timeout: float = _setting(
         60.0,
         "Seconds PDFium may spend rendering one PDF page (a 300 dpi page of text takes ~0.1 s)"
-        " before a 504; other requests' pages keep rendering meanwhile.",
+        " before a 504; each PDF renders in a process of its own, killed at the timeout, so"
+        " no other request waits for it.",
+    )
+    pdf_render_memory_mb: int = _setting(
+        1024,
+        "Address space (MB) the process rendering one PDF may use (a 300 dpi scanned A4 page"
+        " peaks ~110 MB); a page that needs more is refused with a 413.",
     )
     ocr_in_process: bool = _setting(
         True,
@@ -160,7 +166,7 @@ class Settings:
                     f"{ENV_PREFIX}{f.name.upper()}={value!r}: expected one of {', '.join(choices)}"
                 )
         positive = ("threads", "engine_slots", "max_upload_bytes", "max_pages", "pdf_dpi",
-                    "max_ocr_languages")  # fmt: skip
+                    "max_ocr_languages", "pdf_render_memory_mb")  # fmt: skip
         for name in (*positive, "asr_threads", "asr_beam_size"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")

@@ -207,10 +207,15 @@ class Extractor:
     ) -> Document:  # fmt: skip
         max_pages = self.settings.max_pages
         if sniffed.kind is MediaKind.PDF:
+            # PDFium runs in a renderer process of this document's own (media.PdfPages): the
+            # pages' pixels are rendered there, outside this worker's memory, and written into
+            # the workdir; only Tesseract's reading of each page happens here, two at a time.
+            # A page past EXTRACTOR_PDF_PAGE_TIMEOUT kills that process, nobody else's.
             with timings.stage("decode"):
                 pdf = PdfPages(
                     path, workdir, self.settings.pdf_dpi, max_pages,
                     page_timeout=self.settings.pdf_page_timeout, deadline=deadline,
+                    memory_mb=self.settings.pdf_render_memory_mb,
                 )  # fmt: skip
             try:
                 per_page = self._pages_in_parallel(
@@ -233,9 +238,10 @@ class Extractor:
         self, image: PageImage, deadline: float, timings: Timings, languages: str | None
     ) -> tuple[Page, list[Line]]:
         if image.derived:
-            # The page was just rendered or re-encoded in this thread and its pixels freed;
-            # glibc would keep them in this thread's arena for the whole document (a 10-page
-            # 300 dpi PDF in-process: peak 379 MB without, 339 with, 319 one page at a time).
+            # A re-encoded image's pixels were just freed; glibc would keep them in its arenas
+            # for the whole document (a 10-page 300 dpi PDF rendered in-process: peak 379 MB
+            # without, 339 with). PDF pages now render in their own process (media.PdfPages),
+            # so for them this only returns what Tesseract freed from the previous page.
             trim_heap()
         try:
             with timings.stage("engine"):
