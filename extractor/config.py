@@ -92,6 +92,12 @@ class Settings:
     ocr_parallel_pages: int = _setting(
         0, "Pages of one document OCR'd at once; 0 means one per CPU core."
     )
+    ocr_in_process_pages: int = _setting(
+        1,
+        "Of those, how many are read inside the worker (30-40 MB each for a 300 dpi page, and"
+        " some kept afterwards); its other pages in flight go through the tesseract CLI, whose"
+        " memory is its own process's, for ~0.06 s of model loading per page (0: all of them).",
+    )
     pdf_dpi: int = _setting(300, "Resolution PDF pages are rendered at before OCR, in dpi.")
     pdf_page_timeout: float = _setting(
         60.0,
@@ -170,7 +176,8 @@ class Settings:
         for name in (*positive, "asr_threads", "asr_beam_size"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
-        for name in ("workers", "queue_size", "ocr_parallel_pages", "ocr_warm_engines"):
+        for name in ("workers", "queue_size", "ocr_parallel_pages", "ocr_in_process_pages",
+                     "ocr_warm_engines"):  # fmt: skip
             if getattr(self, name) < 0:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must not be negative")
         if min(self.request_timeout, self.max_audio_seconds, self.pdf_page_timeout) <= 0:

@@ -209,7 +209,7 @@ class Extractor:
         if sniffed.kind is MediaKind.PDF:
             # PDFium runs in a renderer process of this document's own (media.PdfPages): the
             # pages' pixels are rendered there, outside this worker's memory, and written into
-            # the workdir; only Tesseract's reading of each page happens here, two at a time.
+            # the workdir; Tesseract reads them as any other document's pages (_ocr_pages).
             # A page past EXTRACTOR_PDF_PAGE_TIMEOUT kills that process, nobody else's.
             with timings.stage("decode"):
                 pdf = PdfPages(
@@ -218,25 +218,59 @@ class Extractor:
                     memory_mb=self.settings.pdf_render_memory_mb,
                 )  # fmt: skip
             try:
-                per_page = self._pages_in_parallel(
-                    pdf.count,
-                    lambda i: self._ocr_page(pdf.render(i, deadline), deadline, timings, languages),
+                per_page = self._ocr_pages(
+                    pdf.count, lambda i: pdf.render(i, deadline), deadline, timings, languages
                 )
             finally:
                 pdf.close()
         else:
             with timings.stage("decode"):
                 images = image_pages(path, workdir, max_pages)
-            per_page = self._pages_in_parallel(
-                len(images), lambda i: self._ocr_page(images[i], deadline, timings, languages)
+            per_page = self._ocr_pages(
+                len(images), images.__getitem__, deadline, timings, languages
             )
+        if len(per_page) > 1 and self.settings.ocr_in_process_pages:
+            # Pages leave 15-20 MB in the warm API and its heap (a 10-page 300 dpi PDF: 242 MB
+            # after, 224 MB once renewed), which the next transcription's peak would stand on;
+            # ~50 ms once per document gives it back. A single image keeps its API as it is.
+            with timings.stage("renew"):
+                self.ocr.renew()
         pages = tuple(page for page, _lines in per_page)
         lines = tuple(line for _page, page_lines in per_page for line in page_lines)
         return Document(name=name, kind=DocumentKind.OCR, lines=lines, pages=pages)
 
+    def _ocr_pages(
+        self, count: int, page: Callable[[int], PageImage], deadline: float, timings: Timings,
+        languages: str | None,
+    ) -> list[tuple[Page, list[Line]]]:  # fmt: skip
+        """OCR ``count`` pages, ``EXTRACTOR_OCR_PARALLEL_PAGES`` at a time, in page order.
+
+        At most ``EXTRACTOR_OCR_IN_PROCESS_PAGES`` of them are read by the warm in-process
+        Tesseract at once; a page that finds every such place taken goes through the CLI. A
+        300 dpi page costs Tesseract 30-40 MB while it is read and leaves some of it in the
+        reader's heap: in a worker that also holds a speech model, two pages at once pushed a
+        10-page PDF to 314 MB and the next transcription to 311 MB, one page at a time in
+        process plus one through the CLI keeps both under 300 MB at the price of the CLI's
+        model loading (~0.06 s) on half the pages.
+        """
+        in_process = threading.BoundedSemaphore(self.settings.ocr_in_process_pages or 1)
+        use_library = self.settings.ocr_in_process_pages > 0
+
+        def one(index: int) -> tuple[Page, list[Line]]:
+            image = page(index)
+            warm = use_library and in_process.acquire(blocking=False)
+            try:
+                return self._ocr_page(image, deadline, timings, languages, in_process=warm)
+            finally:
+                if warm:
+                    in_process.release()
+
+        return self._pages_in_parallel(count, one)
+
     def _ocr_page(
-        self, image: PageImage, deadline: float, timings: Timings, languages: str | None
-    ) -> tuple[Page, list[Line]]:
+        self, image: PageImage, deadline: float, timings: Timings, languages: str | None,
+        *, in_process: bool = True,
+    ) -> tuple[Page, list[Line]]:  # fmt: skip
         if image.derived:
             # A re-encoded image's pixels were just freed; glibc would keep them in its arenas
             # for the whole document (a 10-page 300 dpi PDF rendered in-process: peak 379 MB
@@ -245,7 +279,7 @@ class Extractor:
             trim_heap()
         try:
             with timings.stage("engine"):
-                lines = self.ocr.recognise(image, deadline, languages)
+                lines = self.ocr.recognise(image, deadline, languages, in_process=in_process)
         finally:
             if image.derived:  # a 300 dpi page is ~9 MB: don't keep a long PDF's pages on disk
                 image.path.unlink(missing_ok=True)

@@ -292,3 +292,69 @@ def test_a_damaged_language_file_makes_the_worker_unready_not_dead(
     with pytest.raises(EngineUnavailable) as caught:
         engine.recognise(page, far())
     assert caught.value.status == 503
+
+
+def test_a_documents_pages_beyond_the_in_process_ones_go_through_the_cli(make_app: Any) -> None:
+    """EXTRACTOR_OCR_IN_PROCESS_PAGES: at most that many of a document's pages are read in the
+    worker at once, the others through the CLI, and the reply is the same whichever read what."""
+    texts = [PAGE_ONE, list(reversed(PAGE_ONE)), PAGE_ONE[:1], PAGE_ONE[1:]]
+    pdf = samples.pdf([samples.text_page(lines, page=i) for i, lines in enumerate(texts)])
+    through_cli: list[int] = []
+    library_at_once: list[int] = []
+    reading = [0]
+    lock = threading.Lock()
+    cli_read, library_read = TesseractEngine._recognise_cli, WarmApi.tsv
+
+    def spy_cli(engine: TesseractEngine, page: PageImage, *args: Any) -> list[Line]:
+        through_cli.append(page.index)
+        return cli_read(engine, page, *args)
+
+    def spy_library(api: WarmApi, *args: Any) -> str:
+        with lock:
+            reading[0] += 1
+            library_at_once.append(reading[0])
+        try:
+            return library_read(api, *args)
+        finally:
+            with lock:
+                reading[0] -= 1
+
+    replies = {}
+    with (
+        patch.object(TesseractEngine, "_recognise_cli", spy_cli),
+        patch.object(WarmApi, "tsv", spy_library),
+    ):
+        for in_process in (0, 1, 2):
+            through_cli.clear()
+            library_at_once.clear()
+            app = make_app(ocr_in_process_pages=in_process, ocr_parallel_pages=2)
+            reply = post_file(app.test_client(), pdf, "four.pdf")
+            assert reply.status_code == 200, reply.get_json()
+            replies[in_process] = reply.get_json()
+            assert max(library_at_once, default=0) <= in_process
+            if in_process == 0:
+                assert sorted(through_cli) == [0, 1, 2, 3]
+            if in_process == 2:
+                assert through_cli == []
+            if in_process == 1:
+                assert 0 < len(library_at_once) < 4 and len(through_cli) == 4 - len(library_at_once)
+    assert replies[0] == replies[1] == replies[2]
+    assert [cell["tokens"][0] for cell in replies[1]["cells"]][:2] == ["Invoice", "Delivered"]
+
+
+def test_the_warm_api_is_renewed_after_a_document_not_after_an_image(make_app: Any) -> None:
+    """A document's pages leave memory in the API that read them: it is reloaded once the
+    document is read (~50 ms), while a single image keeps the same warm API."""
+    pool = shared_pool()
+    app = make_app(ocr_parallel_pages=1)
+    client = app.test_client()
+    image = samples.encode_image(samples.text_page(PAGE_ONE).image, "PNG")
+    assert post_file(client, image, "one.png").status_code == 200
+    (before,) = [api for apis in pool._idle.values() for api in apis]
+    assert post_file(client, image, "one.png").status_code == 200
+    assert [api for apis in pool._idle.values() for api in apis] == [before]
+    pdf = samples.pdf([samples.text_page(PAGE_ONE, page=i) for i in range(2)])
+    assert post_file(client, pdf, "two.pdf").status_code == 200
+    (after,) = [api for apis in pool._idle.values() for api in apis]
+    assert after is not before
+    assert post_file(client, image, "one.png").status_code == 200  # and it reads as well
