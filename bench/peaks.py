@@ -2,8 +2,14 @@
 
 One ``extractor serve --workers 1`` server takes each input alone, its worker's peak RSS
 (VmHWM) reset before every request, so each figure is that input's own peak and nothing else's.
-The worker's CPU seconds per request come with it: on a shared machine they move far less than
-wall time, so they are the fairer real-time factor when comparing two versions of the code.
+The worker's CPU seconds per request come with it (its child processes' included: the PDF
+renderer, CLI Tesseract runs): on a shared machine they move far less than wall time, so they
+are the fairer real-time factor when comparing two versions of the code.
+
+A worker's child processes (a PDF's renderer, the CLI Tesseract reading a document's second
+page) hold memory of their own, which a container must have room for too: their RSS is sampled
+every 10 ms during each request, and the table shows the most they held at once, and that plus
+the worker's own peak (an upper bound of the pair's, as the two peaks need not coincide).
 
 Standalone, it compares the code under test with another checkout in the same run, rounds
 alternating (``--base DIR``: a directory holding an ``extractor`` package, e.g. from
@@ -15,17 +21,22 @@ alternating (``--base DIR``: a directory holding an ``extractor`` package, e.g. 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import statistics
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .inputs import Inputs, make_inputs
 from .load import Upload, post
-from .server import Server, cpu_seconds, memory_mb, reset_peak
+from .server import Server, children, memory_mb, reset_peak, tree_cpu_seconds
+
+SAMPLE_EVERY = 0.01  # seconds between two looks at a worker's child processes
 
 log = logging.getLogger("bench")
 
@@ -46,7 +57,8 @@ class InputPeak:
     what: str
     ready_mb: float  # the worker's RSS before its first request
     peak_mb: float  # VmHWM during the request, the highest over the rounds
-    cpu_s: float  # the worker's CPU seconds for the request (median)
+    children_mb: float  # the most the worker's child processes held at once (sampled)
+    cpu_s: float  # the worker's and its children's CPU seconds for the request (median)
     wall_s: float  # the request's wall time (median)
     audio_seconds: float | None
     status: int
@@ -69,6 +81,30 @@ def peak_inputs(inputs: Inputs) -> list[PeakInput]:
     ]
 
 
+@contextlib.contextmanager
+def children_rss(pid: int) -> Iterator[list[float]]:
+    """Sample the summed RSS of ``pid``'s child processes until the block ends; yields a list
+    whose one item is then the highest sum seen, in MB."""
+    highest = [0.0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(SAMPLE_EVERY):
+            total = 0.0
+            for child in children(pid):
+                with contextlib.suppress(OSError, LookupError):
+                    total += memory_mb(child)
+            highest[0] = max(highest[0], total)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield highest
+    finally:
+        done.set()
+        thread.join()
+
+
 def measure(servers: dict[str, Server], chosen: list[PeakInput], rounds: int) -> list[InputPeak]:
     """Every input through every server, the servers alternating within each round."""
     ready: dict[str, float] = {}
@@ -78,24 +114,27 @@ def measure(servers: dict[str, Server], chosen: list[PeakInput], rounds: int) ->
         pids[version] = server.worker_pids()[0]
         ready[version] = memory_mb(pids[version])
     uploads = {item.key: Upload.of(item.path) for item in chosen}
-    seen: dict[tuple[str, str], list[tuple[float, float, float, int]]] = {}
+    seen: dict[tuple[str, str], list[tuple[float, float, float, int, float]]] = {}
     for round_ in range(rounds):
         order = list(servers) if round_ % 2 == 0 else list(reversed(servers))
         for item in chosen:
             for version in order:
                 server, pid = servers[version], pids[version]
                 reset_peak(pid)
-                cpu = cpu_seconds(pid)
-                reply = post(server.host, server.port, uploads[item.key], timeout=900)
-                result = (memory_mb(pid, "VmHWM"), cpu_seconds(pid) - cpu, reply.seconds)
-                seen.setdefault((version, item.key), []).append((*result, reply.status))
-                log.info("%s, %s: peak %.0f MB, %.2f s CPU, %.2f s", version, item.what, *result)
+                cpu = tree_cpu_seconds(pid)
+                with children_rss(pid) as held:
+                    reply = post(server.host, server.port, uploads[item.key], timeout=900)
+                result = (memory_mb(pid, "VmHWM"), tree_cpu_seconds(pid) - cpu, reply.seconds)
+                seen.setdefault((version, item.key), []).append((*result, reply.status, held[0]))
+                log.info("%s, %s: peak %.0f MB (children %.0f MB), %.2f s CPU, %.2f s",
+                         version, item.what, result[0], held[0], *result[1:])  # fmt: skip
     return [
         InputPeak(
             version,
             item.what,
             ready[version],
             peak_mb=max(r[0] for r in runs),
+            children_mb=max(r[4] for r in runs),
             cpu_s=statistics.median(r[1] for r in runs),
             wall_s=statistics.median(r[2] for r in runs),
             audio_seconds=item.audio_seconds,
@@ -109,15 +148,18 @@ def measure(servers: dict[str, Server], chosen: list[PeakInput], rounds: int) ->
 
 def markdown(peaks: list[InputPeak]) -> list[str]:
     lines = [
-        "| input | code | worker ready | peak RSS (VmHWM) | worker CPU per request |"
-        " CPU per audio second | wall | status |",
-        "|---|---|---|---|---|---|---|---|",
+        "| input | code | worker ready | peak RSS (VmHWM) | child processes at once (sampled) |"
+        " worker + children | CPU per request (children included) | CPU per audio second |"
+        " wall | status |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in peaks:
         rtf = f"{p.cpu_rtf:.3f}" if p.cpu_rtf is not None else "—"
+        held = f"{p.children_mb:.0f} MB" if p.children_mb else "none"
         lines.append(
-            f"| {p.what} | {p.version} | {p.ready_mb:.0f} MB | {p.peak_mb:.0f} MB |"
-            f" {p.cpu_s:.2f} s | {rtf} | {p.wall_s:.2f} s | {p.status} |"
+            f"| {p.what} | {p.version} | {p.ready_mb:.0f} MB | {p.peak_mb:.0f} MB | {held} |"
+            f" {p.peak_mb + p.children_mb:.0f} MB | {p.cpu_s:.2f} s | {rtf} | {p.wall_s:.2f} s |"
+            f" {p.status} |"
         )
     return lines
 

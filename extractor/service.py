@@ -131,6 +131,52 @@ def _then_trim_heap(job: Callable[[], T]) -> T:
         trim_heap()
 
 
+class PagesAhead:
+    """Pages produced in order on a thread of their own, at most ``ahead`` + 1 of them waiting
+    for a reader at once (rendered PDF pages on disk: 9 MB each at 300 dpi).
+
+    ``get(i)`` waits for page ``i``. A page that fails fails every later one with it, so no
+    reader waits for a page that will never come.
+    """
+
+    def __init__(self, count: int, produce: Callable[[int], PageImage], ahead: int) -> None:
+        self._produce = produce
+        self._pages: list[Future[PageImage]] = [Future() for _ in range(count)]
+        self._room = threading.Semaphore(ahead + 1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pages-ahead", daemon=True)
+
+    def __enter__(self) -> PagesAhead:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._room.release()  # in case it waits for room nobody will make
+        self._thread.join()
+
+    def get(self, index: int) -> PageImage:
+        page = self._pages[index].result()
+        self._room.release()
+        return page
+
+    def _run(self) -> None:
+        for index, page in enumerate(self._pages):
+            self._room.acquire()
+            if self._stop.is_set():
+                failure: BaseException = EngineTimeout("the document's reading stopped")
+            else:
+                try:
+                    page.set_result(self._produce(index))
+                    continue
+                except BaseException as exc:  # handed to the page's reader
+                    failure = exc
+            for left in self._pages[index:]:
+                if not left.done():
+                    left.set_exception(failure)
+            return
+
+
 class Extractor:
     """One worker's engines (Tesseract and one Whisper engine) and the gate in front of them."""
 
@@ -218,9 +264,12 @@ class Extractor:
                     memory_mb=self.settings.pdf_render_memory_mb,
                 )  # fmt: skip
             try:
-                per_page = self._ocr_pages(
-                    pdf.count, lambda i: pdf.render(i, deadline), deadline, timings, languages
-                )
+                # The renderer works ahead of the readers: a page is rendered while the ones
+                # before it are read, not when a reader comes for it.
+                with PagesAhead(
+                    pdf.count, lambda i: pdf.render(i, deadline), self.settings.page_parallelism
+                ) as ahead:
+                    per_page = self._ocr_pages(pdf.count, ahead.get, deadline, timings, languages)
             finally:
                 pdf.close()
         else:
