@@ -7,7 +7,8 @@ renderer, CLI Tesseract runs): on a shared machine they move far less than wall 
 are the fairer real-time factor when comparing two versions of the code.
 
 A worker's child processes (a PDF's renderer, the CLI Tesseract reading a document's second
-page) hold memory of their own, which a container must have room for too: their RSS is sampled
+page) hold memory of their own, which a container must have room for too: what they hold
+alone (private pages, so a child between fork and exec does not count its parent's) is sampled
 every 10 ms during each request, and the table shows the most they held at once, and that plus
 the worker's own peak (an upper bound of the pair's, as the two peaks need not coincide).
 
@@ -34,7 +35,7 @@ from pathlib import Path
 
 from .inputs import Inputs, make_inputs
 from .load import Upload, post
-from .server import Server, children, memory_mb, reset_peak, tree_cpu_seconds
+from .server import Server, children, memory_mb, private_mb, reset_peak, tree_cpu_seconds
 
 SAMPLE_EVERY = 0.01  # seconds between two looks at a worker's child processes
 
@@ -83,8 +84,8 @@ def peak_inputs(inputs: Inputs) -> list[PeakInput]:
 
 @contextlib.contextmanager
 def children_rss(pid: int) -> Iterator[list[float]]:
-    """Sample the summed RSS of ``pid``'s child processes until the block ends; yields a list
-    whose one item is then the highest sum seen, in MB."""
+    """Sample the memory ``pid``'s child processes hold of their own (see ``private_mb``)
+    until the block ends; yields a list whose one item is then the highest sum seen, in MB."""
     highest = [0.0]
     done = threading.Event()
 
@@ -93,7 +94,7 @@ def children_rss(pid: int) -> Iterator[list[float]]:
             total = 0.0
             for child in children(pid):
                 with contextlib.suppress(OSError, LookupError):
-                    total += memory_mb(child)
+                    total += private_mb(child)
             highest[0] = max(highest[0], total)
 
     thread = threading.Thread(target=sample, daemon=True)
@@ -148,7 +149,7 @@ def measure(servers: dict[str, Server], chosen: list[PeakInput], rounds: int) ->
 
 def markdown(peaks: list[InputPeak]) -> list[str]:
     lines = [
-        "| input | code | worker ready | peak RSS (VmHWM) | child processes at once (sampled) |"
+        "| input | code | worker ready | peak RSS (VmHWM) | child processes at once (private, sampled) |"
         " worker + children | CPU per request (children included) | CPU per audio second |"
         " wall | status |",
         "|---|---|---|---|---|---|---|---|---|---|",

@@ -177,6 +177,19 @@ def memory_mb(pid: int, field: str = "VmRSS") -> float:
     raise LookupError(f"{field} not in /proc/{pid}/status")
 
 
+def private_mb(pid: int) -> float:
+    """The memory ``pid`` holds alone (Private_Clean + Private_Dirty of smaps_rollup), in MB.
+
+    What a child process adds to its parent's: a child between fork and exec still shares all
+    of its parent's pages and would show the parent's whole RSS as its own.
+    """
+    total = 0
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith(("Private_Clean:", "Private_Dirty:")):
+            total += int(line.split()[1])
+    return total / 1024  # kB
+
+
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time of ``pid`` so far (0 once it has gone)."""
     try:
