@@ -137,6 +137,13 @@ def main(image: str) -> None:
         missing = words(" ".join(PAGE)) - words(text)
         assert not missing, f"OCR missed {missing}: {text!r}"
 
+        # Two pages: one read inside the worker, one by the CLI, both rendered by a renderer
+        # process of the PDF's own (RLIMIT_AS under the container's limits, read-only root).
+        pages = [samples.text_page(PAGE, page=i) for i in range(2)]
+        pdf_text = post(url, "two.pdf", samples.pdf(pages), "text/plain")
+        missing = words(" ".join(PAGE)) - words(pdf_text)
+        assert not missing and len(pdf_text.splitlines()) >= 2 * len(PAGE), f"PDF: {pdf_text!r}"
+
         transcript = post(url, "speech.wav", samples.speech_wav(SPOKEN), "text/plain")
         heard = words(transcript) & words(SPOKEN)
         assert len(heard) >= 0.7 * len(words(SPOKEN)), f"transcribed {transcript!r}"

@@ -177,6 +177,16 @@ def test_serve_runs_from_the_wheel(installed: Installed, server: str) -> None:
     )
     assert reply.status_code == 200
     assert {"invoice", "garden", "harbor", "warehouse"} <= words_of(reply.text)
+    # A PDF: its pages are rendered by `python -m extractor.pdfrender`, found in the install.
+    pdf = samples.pdf([samples.text_page(PAGE_ONE, page=i) for i in range(2)])
+    reply = httpx.post(
+        server + "/extract",
+        files={"upload": ("two.pdf", pdf, "application/pdf")},
+        headers={"Accept": "application/json"},
+        timeout=60,
+    )
+    assert reply.status_code == 200, reply.text
+    assert {label["pageIndex"] for label in reply.json()["labels"]} == {0, 1}
 
 
 def test_labeling_migrate_runs_from_the_wheel(installed: Installed) -> None:
