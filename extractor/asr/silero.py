@@ -4,7 +4,7 @@ faster-whisper runs its VAD through onnxruntime, which costs a worker ~34 MB of 
 model (17 MB for the library's import, 11 MB for the session, 6 MB kept after the first run)
 and sits under every transcription's peak. The network is small (an STFT as a convolution, four
 convolutions, one LSTM cell, a sigmoid), so it runs here in numpy, from the same weights read out
-of faster-whisper's own ``silero_vad_v6.onnx``, at the same speed (~20 ms per 30 s window).
+of faster-whisper's own ``silero_vad_v6.onnx``, and faster (60 ms against 103 ms for 60 s).
 
 ``install()`` makes faster-whisper's ``get_speech_timestamps`` use it; faster-whisper keeps all
 of its own post-processing (thresholds, padding, chunking). The probabilities match onnxruntime's
