@@ -302,12 +302,11 @@ class Extractor:
         process plus one through the CLI keeps both under 300 MB at the price of the CLI's
         model loading (~0.06 s) on half the pages.
         """
-        in_process = threading.BoundedSemaphore(self.settings.ocr_in_process_pages or 1)
-        use_library = self.settings.ocr_in_process_pages > 0
+        in_process = threading.BoundedSemaphore(self.settings.ocr_in_process_pages)
 
         def one(index: int) -> tuple[Page, list[Line]]:
             image = page(index)
-            warm = use_library and in_process.acquire(blocking=False)
+            warm = in_process.acquire(blocking=False)  # never, with 0 places
             try:
                 return self._ocr_page(image, deadline, timings, languages, in_process=warm)
             finally:

@@ -145,7 +145,7 @@ class WarmApi:
     """One initialised ``TessBaseAPI`` (models loaded) for one language set; one page at a time."""
 
     def __init__(self, library: TesseractLibrary, languages: str, psm: int | None) -> None:
-        self.library, self.languages, self.psm = library, languages, psm
+        self.library, self.languages = library, languages
         tess = library._tess
         self._handle = tess.TessBaseAPICreate()
         if tess.TessBaseAPIInit3(self._handle, None, languages.encode()) != 0:
