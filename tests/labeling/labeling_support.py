@@ -435,6 +435,23 @@ def json_reply(payload: Any, status: int = 200) -> Reply:
     return status, {"Content-Type": "application/json"}, json.dumps(payload).encode()
 
 
+# What the ``fake_api`` fixture is: start a FakeAPI that answers with the given function.
+StartAPI = Callable[[Callable[[Received], Reply]], FakeAPI]
+
+
+def hanging_api(start: StartAPI) -> FakeAPI:
+    """A prediction API that holds every request until released (30 s at most), then answers
+    with no documents."""
+    started: list[FakeAPI] = []
+
+    def hang(_: Received) -> Reply:
+        started[0].release.wait(30)
+        return json_reply({"documents": []})
+
+    started.append(start(hang))
+    return started[0]
+
+
 def capitalized_words_model(request: Received) -> Reply:
     """A prediction API that labels every capitalized word ``PROPER`` (exclusive char ends)."""
     body = request.json()
@@ -548,18 +565,21 @@ AUTO_LABEL = (
 )
 
 
+def auto_label_input(
+    email: str, project_id: str, endpoint: str, *, secret: str = "model-key", per_request: int = 1
+) -> dict[str, Any]:
+    """The variables of an ``autoLabelTokenBasedProject`` mutation for a CUSTOM prediction API."""
+    return {
+        "input": {
+            "labelerEmail": email,
+            "projectId": project_id,
+            "options": {"numberOfFilesPerRequest": per_request, "serviceProvider": "CUSTOM"},
+            "targetAPI": {"endpoint": endpoint, "secretKey": secret},
+        }
+    }
+
+
 def auto_label(server: LabelingServer, user: User, project_id: str, url: str) -> str:
     """Queue auto-labeling one line per request; the job id."""
-    data = server.ok(
-        AUTO_LABEL,
-        {
-            "input": {
-                "labelerEmail": user.email,
-                "projectId": project_id,
-                "options": {"numberOfFilesPerRequest": 1, "serviceProvider": "CUSTOM"},
-                "targetAPI": {"endpoint": url, "secretKey": "model-key"},
-            }
-        },
-        token=user.token,
-    )
+    data = server.ok(AUTO_LABEL, auto_label_input(user.email, project_id, url), token=user.token)
     return str(data["result"]["id"])

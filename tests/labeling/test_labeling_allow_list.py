@@ -9,9 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from labeling_support import FakeAPI, LabelingServer, Received, Reply, cli_env, run_cli
-
-StartAPI = Callable[[Callable[[Received], Reply]], FakeAPI]
+from labeling_support import FakeAPI, LabelingServer, StartAPI, cli_env, run_cli
 
 CREATE_API = """mutation($teamId: ID!, $input: CreateCustomAPIInput!) {
   createCustomAPI(teamId: $teamId, input: $input) { id }

@@ -14,11 +14,13 @@ from typing import Any
 import httpx
 import pytest
 from labeling_support import (
-    FakeAPI,
     LabelingServer,
     Received,
     Reply,
+    StartAPI,
+    auto_label_input,
     capitalized_words_model,
+    hanging_api,
     json_reply,
 )
 
@@ -29,8 +31,6 @@ AUTO_LABEL = (
 )
 DOC_A = ["John works at Abcd Corp.", "", "he met Mary", "in Paris today", "fine", "Bye now"]
 DOC_B = ["Second document", "with two lines"]
-
-StartAPI = Callable[[Callable[[Received], Reply]], FakeAPI]
 
 
 def two_document_project(server: LabelingServer, user: Any) -> str:
@@ -53,14 +53,9 @@ def start_auto_label(
     body = {
         "operationName": "AutoLabel42",
         "query": AUTO_LABEL,
-        "variables": {
-            "input": {
-                "labelerEmail": user.email,
-                "projectId": project_id,
-                "options": {"numberOfFilesPerRequest": per_request, "serviceProvider": "CUSTOM"},
-                "targetAPI": {"endpoint": endpoint, "secretKey": SECRET},
-            }
-        },
+        "variables": auto_label_input(
+            user.email, project_id, endpoint, secret=SECRET, per_request=per_request
+        ),
     }
     response = server.post(body, user.token)
     assert response.status_code == 200
@@ -265,15 +260,9 @@ def test_a_model_that_hangs_fails_the_job_in_bounded_time(
 ) -> None:
     user = server.user("Acme")
     project_id = server.token_project(user, ["John"])
-    api: dict[str, FakeAPI] = {}
-
-    def hang(_: Received) -> Reply:
-        api["model"].release.wait(30)
-        return json_reply({"documents": []})
-
-    api["model"] = fake_api(hang)
+    model = hanging_api(fake_api)
     started = time.monotonic()
-    job = start_auto_label(server, user, project_id, api["model"].url)
+    job = start_auto_label(server, user, project_id, model.url)
     done = server.wait_job(user.token, job["id"], timeout=30)
     assert done["status"] == "FAILED" and "did not answer" in done["errors"][0]["stack"]
     assert time.monotonic() - started < 15

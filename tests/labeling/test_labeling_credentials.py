@@ -16,10 +16,11 @@ import pytest
 from cryptography.fernet import Fernet
 from labeling_support import (
     TEST_SECRET_KEY,
-    FakeAPI,
     LabelingServer,
     Received,
     Reply,
+    StartAPI,
+    auto_label_input,
     capitalized_words_model,
     cli_env,
     fast_settings,
@@ -41,8 +42,6 @@ from extractor.labeling.credentials import (
 )
 from extractor.labeling.db import Database
 from extractor.labeling.errors import AuthenticationError
-
-StartAPI = Callable[[Callable[[Received], Reply]], FakeAPI]
 
 CREATE_API = """mutation($teamId: ID!, $input: CreateCustomAPIInput!) {
   createCustomAPI(teamId: $teamId, input: $input) { id endpointURL }
@@ -107,16 +106,8 @@ def test_prediction_endpoints_with_credentials_are_refused(server: LabelingServe
     mutation = """mutation($input: AutoLabelTokenBasedProjectInput!) {
       autoLabelTokenBasedProject(input: $input) { id }
     }"""
-    target = {"endpoint": "http://bob:pa55word@127.0.0.1:9/predict", "secretKey": "k3y"}
-    options = {"numberOfFilesPerRequest": 0, "serviceProvider": "CUSTOM"}
-    variables = {
-        "input": {
-            "labelerEmail": user.email,
-            "projectId": project_id,
-            "options": options,
-            "targetAPI": target,
-        }
-    }
+    endpoint = "http://bob:pa55word@127.0.0.1:9/predict"
+    variables = auto_label_input(user.email, project_id, endpoint, secret="k3y", per_request=0)
     result = server.gql(mutation, variables, token=user.token)
     (error,) = result["errors"]
     assert error["extensions"]["code"] == "BAD_USER_INPUT"
@@ -178,16 +169,7 @@ def test_prediction_secrets_are_sealed_in_the_queued_job(
     mutation = """mutation($input: AutoLabelTokenBasedProjectInput!) {
       autoLabelTokenBasedProject(input: $input) { id }
     }"""
-    options = {"numberOfFilesPerRequest": 0, "serviceProvider": "CUSTOM"}
-    target = {"endpoint": model.url, "secretKey": secret}
-    variables = {
-        "input": {
-            "labelerEmail": user.email,
-            "projectId": project_id,
-            "options": options,
-            "targetAPI": target,
-        }
-    }
+    variables = auto_label_input(user.email, project_id, model.url, secret=secret, per_request=0)
     job_id = server.ok(mutation, variables, token=user.token)["autoLabelTokenBasedProject"]["id"]
     engine = create_engine(database_url)
     try:

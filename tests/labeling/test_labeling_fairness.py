@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from labeling_support import (
-    FakeAPI,
     LabelingServer,
     Received,
     Reply,
+    StartAPI,
     User,
     auto_label,
     capitalized_words_model,
     fast_settings,
-    json_reply,
+    hanging_api,
 )
 from sqlalchemy import event, func, select, text
 
@@ -29,8 +29,6 @@ from extractor.labeling.db import Database
 from extractor.labeling.jobs import JobQueue, new_job_id
 from extractor.labeling.models import Job, JobResult, Team
 from extractor.labeling.models import User as UserRow
-
-StartAPI = Callable[[Callable[[Received], Reply]], FakeAPI]
 
 
 def text_of(request: Received) -> str:
@@ -180,15 +178,9 @@ def test_the_prediction_api_has_timeouts_of_its_own(
     )
     user = server.user("Acme")
     project_id = server.token_project(user, ["John"])
-    api: dict[str, FakeAPI] = {}
-
-    def hang(_: Received) -> Reply:
-        api["model"].release.wait(30)
-        return json_reply({"documents": []})
-
-    api["model"] = fake_api(hang)
+    model = hanging_api(fake_api)
     started = time.monotonic()
-    done = server.wait_job(user.token, auto_label(server, user, project_id, api["model"].url))
+    done = server.wait_job(user.token, auto_label(server, user, project_id, model.url))
     # Users see one generic refusal for refused and timed-out calls (no port scanning), so the
     # proof that the prediction timeouts applied is the time: the outbound ones allow 120 s.
     assert done["status"] == "FAILED" and "did not answer" in done["errors"][0]["stack"]

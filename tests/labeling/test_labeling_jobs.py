@@ -15,11 +15,12 @@ from typing import Any
 import httpx
 import pytest
 from labeling_support import (
-    FakeAPI,
     LabelingServer,
     Received,
     Reply,
     ServiceProcess,
+    StartAPI,
+    auto_label_input,
     capitalized_words_model,
     cli_env,
     fast_settings,
@@ -34,7 +35,6 @@ from extractor.labeling.errors import JobFailure
 from extractor.labeling.jobs import JobQueue, new_job_id
 from extractor.labeling.models import Job, User, utcnow
 
-StartAPI = Callable[[Callable[[Received], Reply]], FakeAPI]
 AUTO_LABEL = (
     "mutation Go($input: AutoLabelTokenBasedProjectInput!) "
     "{ result: autoLabelTokenBasedProject(input: $input) { id status progress } }"
@@ -44,14 +44,7 @@ AUTO_LABEL = (
 def auto_label(http: httpx.Client, token: str, email: str, project_id: str, url: str) -> str:
     body = {
         "query": AUTO_LABEL,
-        "variables": {
-            "input": {
-                "labelerEmail": email,
-                "projectId": project_id,
-                "options": {"numberOfFilesPerRequest": 1, "serviceProvider": "CUSTOM"},
-                "targetAPI": {"endpoint": url, "secretKey": "k"},
-            }
-        },
+        "variables": auto_label_input(email, project_id, url, secret="k"),
     }
     response = http.post("/graphql", json=body, headers={"Authorization": f"Bearer {token}"})
     result = response.json()

@@ -15,10 +15,8 @@ from hypothesis import strategies as st
 from labeling_support import (
     CREATE_PROJECT,
     JOB_FIELDS,
-    FakeAPI,
     LabelingServer,
-    Received,
-    Reply,
+    StartAPI,
     User,
 )
 
@@ -32,7 +30,6 @@ from extractor.labeling.documents import (
 )
 
 MakeServer = Callable[..., LabelingServer]
-StartAPI = Callable[[Callable[[Received], Reply]], FakeAPI]
 
 AUTO_LABEL = f"""
 mutation($input: AutoLabelTokenBasedProjectInput!) {{
