@@ -37,7 +37,8 @@ from extractor.labeling.auth import add_user
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.credentials import new_key
 from extractor.labeling.db import Database, migrate
-from extractor.labeling.models import Base
+from extractor.labeling.jobs import new_job_id
+from extractor.labeling.models import Base, Job
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -563,6 +564,14 @@ AUTO_LABEL = (
     "mutation($input: AutoLabelTokenBasedProjectInput!) "
     "{ result: autoLabelTokenBasedProject(input: $input) { id status } }"
 )
+
+
+def queued_job(owner_id: int, payload: dict[str, Any] | None = None) -> Job:
+    """A row of a QUEUED job of kind ``Test``, for tests of the queue itself."""
+    return Job(
+        id=new_job_id("Test"), kind="Test", owner_id=owner_id, status="QUEUED", errors=[],
+        payload=payload or {},
+    )  # fmt: skip
 
 
 def auto_label_input(

@@ -22,11 +22,12 @@ from labeling_support import (
     capitalized_words_model,
     fast_settings,
     hanging_api,
+    queued_job,
 )
 from sqlalchemy import event, func, select, text
 
 from extractor.labeling.db import Database
-from extractor.labeling.jobs import JobQueue, new_job_id
+from extractor.labeling.jobs import JobQueue
 from extractor.labeling.models import Job, JobResult, Team
 from extractor.labeling.models import User as UserRow
 
@@ -108,18 +109,9 @@ def test_claims_go_to_the_tenant_with_fewest_running_jobs_then_the_least_recentl
             ids: dict[str, list[str]] = {"Busy": [], "Quiet": []}
             # Busy's three jobs are all older than Quiet's one.
             for team in [teams[0], teams[0], teams[0], teams[1]]:
-                job_id = new_job_id("Test")
-                ids[team.name].append(job_id)
-                session.add(
-                    Job(
-                        id=job_id,
-                        kind="Test",
-                        owner_id=owner.id,
-                        status="QUEUED",
-                        errors=[],
-                        payload={"teamId": team.id},
-                    )
-                )
+                job = queued_job(owner.id, {"teamId": team.id})
+                ids[team.name].append(job.id)
+                session.add(job)
                 session.flush()
         first = queue.claim("w1")
         assert first is not None and first.id == ids["Busy"][0]

@@ -25,6 +25,7 @@ from labeling_support import (
     cli_env,
     fast_settings,
     free_port,
+    queued_job,
     run_cli,
 )
 from sqlalchemy import text, update
@@ -32,7 +33,7 @@ from sqlalchemy import text, update
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.db import Database
 from extractor.labeling.errors import JobFailure
-from extractor.labeling.jobs import JobQueue, new_job_id
+from extractor.labeling.jobs import JobQueue
 from extractor.labeling.models import Job, User, utcnow
 
 AUTO_LABEL = (
@@ -66,19 +67,9 @@ def add_jobs(db: Database, count: int) -> list[str]:
         owner = User(email=f"owner-{time.monotonic_ns()}@example.com")
         session.add(owner)
         session.flush()
-        ids = [new_job_id("Test") for _ in range(count)]
-        for job_id in ids:
-            session.add(
-                Job(
-                    id=job_id,
-                    kind="Test",
-                    owner_id=owner.id,
-                    status="QUEUED",
-                    errors=[],
-                    payload={},
-                )
-            )
-        return ids
+        jobs = [queued_job(owner.id) for _ in range(count)]
+        session.add_all(jobs)
+        return [job.id for job in jobs]
 
 
 def test_concurrent_claims_take_each_job_once(database_url: str, tmp_path: Path) -> None:
