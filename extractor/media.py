@@ -373,29 +373,26 @@ class PdfPages:
         """Wait for the renderer to exit, SIGKILL it after ``kill_after`` seconds, and keep
         its exit status and peak RSS (``os.wait4``: Popen's own wait drops the rusage)."""
         with self._reap_lock:
-            self._reap_locked(kill_after)
-
-    def _reap_locked(self, kill_after: float) -> None:
-        process = self._process
-        if process.returncode is not None:
-            return
-        stop = time.monotonic() + kill_after
-        try:
-            while True:
-                pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-                if pid:
-                    break
-                if time.monotonic() >= stop:
-                    with suppress(ProcessLookupError):
-                        os.kill(process.pid, signal.SIGKILL)
-                    pid, status, usage = os.wait4(process.pid, 0)
-                    break
-                time.sleep(0.005)
-        except ChildProcessError:  # reaped elsewhere (Popen.poll): its status is Popen's
-            process.wait()
-            return
-        process.returncode = os.waitstatus_to_exitcode(status)  # Popen must not reap it again
-        self.peak_rss_mb = round(usage.ru_maxrss / 1024, 1)  # KiB on Linux
+            process = self._process
+            if process.returncode is not None:
+                return
+            stop = time.monotonic() + kill_after
+            try:
+                while True:
+                    pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+                    if pid:
+                        break
+                    if time.monotonic() >= stop:
+                        with suppress(ProcessLookupError):
+                            os.kill(process.pid, signal.SIGKILL)
+                        pid, status, usage = os.wait4(process.pid, 0)
+                        break
+                    time.sleep(0.005)
+            except ChildProcessError:  # reaped elsewhere (Popen.poll): its status is Popen's
+                process.wait()
+                return
+            process.returncode = os.waitstatus_to_exitcode(status)  # Popen must not reap again
+            self.peak_rss_mb = round(usage.ru_maxrss / 1024, 1)  # KiB on Linux
         log.debug(
             "PDF renderer exited",
             extra={"pages": self.count, "rendered": self._rendered,
