@@ -1,6 +1,6 @@
 """The CreateProject job: turn uploads into documents (through a custom API for OCR and audio).
 
-The project row is written only at delivery, in the same transaction that marks the job
+The project row is written only when the job succeeds, in the same transaction that marks it
 DELIVERED: until then nobody can see a project, and a failed job leaves nothing behind. Each
 document built is kept as a step result (``job_results``) meanwhile, so a resumed job, after a
 restart or after handing its worker to another team, goes on with the next upload instead of
@@ -10,12 +10,12 @@ sending the custom API the finished ones again.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from extractor.jobs import JobQueue, JobRun, Upload, step_results
 from extractor.labeling.clients import ExtractorClient
 from extractor.labeling.db import Database
 from extractor.labeling.documents import (
@@ -25,21 +25,11 @@ from extractor.labeling.documents import (
     importable_from_text,
 )
 from extractor.labeling.errors import JobFailure
-from extractor.labeling.jobs import JobRun, step_results
-from extractor.labeling.models import CustomAPI, Document, JobUpload, Project, Tag
+from extractor.labeling.models import CustomAPI, Document, Project, Tag
 
 log = logging.getLogger(__name__)
 
 KIND = "CreateProject"
-
-
-@dataclass(frozen=True)
-class Upload:
-    """One file of the project, as stored with its job."""
-
-    position: int
-    filename: str
-    content: bytes
 
 
 class CreateProjectJob:
@@ -47,7 +37,8 @@ class CreateProjectJob:
 
     kind = KIND
 
-    def __init__(self, db: Database, client: ExtractorClient) -> None:
+    def __init__(self, queue: JobQueue, db: Database, client: ExtractorClient) -> None:
+        self.queue = queue
         self.db = db
         self.client = client
 
@@ -55,18 +46,17 @@ class CreateProjectJob:
         """The project's text budget, charged with what a resumed run already built."""
         budget = TextBudget.from_settings(self.client.settings)
         if done:
-            with self.db.session() as session:
-                for result in step_results(session, job_id):
-                    cells = result["importable"]["cells"]
-                    budget.project_lines += len(cells)
-                    budget.project_tokens += sum(len(cell["tokens"]) for cell in cells)
+            for result in self.queue.step_results(job_id):
+                cells = result["importable"]["cells"]
+                budget.project_lines += len(cells)
+                budget.project_tokens += sum(len(cell["tokens"]) for cell in cells)
         return budget
 
     def run(self, run: JobRun) -> None:
         """Extract each upload not yet done, in order, storing each document; then deliver."""
         payload = run.job.payload
         kind = payload["kind"]
-        uploads = self._uploads(run.job.id)
+        uploads = self.queue.uploads(run.job.id)
         api = self._custom_api(payload) if kind in ("OCR", "AUDIO") else None
         done: int = (run.job.checkpoint or {}).get("uploadsDone", 0)
         budget = self._budget(run.job.id, done)  # lines and tokens (issue 11)
@@ -103,17 +93,9 @@ class CreateProjectJob:
             ]
             session.add(project)
             session.flush()
-            session.execute(delete(JobUpload).where(JobUpload.job_id == run.job.id))
-            return project.id
+            return project.id  # the queue deletes the uploads as the job succeeds
 
-        run.deliver(write)
-
-    def _uploads(self, job_id: str) -> list[Upload]:
-        with self.db.session() as session:
-            rows = session.scalars(
-                select(JobUpload).where(JobUpload.job_id == job_id).order_by(JobUpload.position)
-            )
-            return [Upload(row.position, row.filename, row.content) for row in rows]
+        run.succeed(write)
 
     def _custom_api(self, payload: dict[str, Any]) -> CustomAPI:
         with self.db.session() as session:
