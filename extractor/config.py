@@ -89,6 +89,12 @@ class Settings:
     ocr_psm: int | None = _setting(
         None, "Tesseract page segmentation mode (--psm); unset keeps Tesseract's default (3)."
     )
+    ocr_rotate: bool = _setting(
+        True,
+        "Read pages scanned sideways, upside down or askew: a page whose first reading looks"
+        " unreadable or sloped is turned upright and read again, its boxes kept in the upload's"
+        " pixels (off: every page is read as it is; per request: ?ocr_rotate=).",
+    )
     ocr_parallel_pages: int = _setting(
         0, "Pages of one document OCR'd at once; 0 means one per CPU core."
     )
