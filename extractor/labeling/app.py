@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ariadne import combine_multipart_data, graphql_sync
@@ -26,6 +26,7 @@ from extractor.labeling.graphql import (
     reject_nul_characters,
     request_error_log,
 )
+from extractor.labeling.introspection import IntrospectionAnswers
 from extractor.labeling.jobs import JobHandler, JobQueue, WorkerPool
 from extractor.labeling.project_jobs import CreateProjectJob
 from extractor.labeling.query_limits import limit_errors, parse_bounded
@@ -46,6 +47,8 @@ class LabelingState:
     service: LabelingService
     workers: WorkerPool
     client: ExtractorClient
+    # Replies to introspection-only requests, kept per query text (the schema never changes).
+    introspection: IntrospectionAnswers = field(default_factory=IntrospectionAnswers)
 
     def start_workers(self) -> None:
         """Start the embedded worker threads, if the settings ask for any."""
@@ -210,6 +213,11 @@ def graphql_endpoint() -> tuple[Response, int]:
         log.info("refused a query of user %s: %s", caller.user_id, refusals[0].message)
         errors = [format_error(error) for error in refusals]
         return jsonify({"data": None, "errors": errors, "extensions": {}}), 200
+    answer = state.introspection.answer(
+        labeling_schema(), document, operations.get("operationName")
+    )
+    if answer is not None:
+        return jsonify({**answer, "extensions": {}}), 200
     success, result = graphql_sync(
         labeling_schema(),
         operations,
