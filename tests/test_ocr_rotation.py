@@ -58,9 +58,7 @@ def text_of(body: dict[str, Any]) -> str:
 def metadata_of(body: dict[str, Any], page: int = 0) -> dict[str, str]:
     """The rotation metadata of the cells on ``page`` (all the same; checked)."""
     lines = {label["startCellLine"] for label in body["labels"] if label["pageIndex"] == page}
-    found = [
-        {item["key"]: item["value"] for item in body["cells"][n]["metadata"]} for n in lines
-    ]
+    found = [{item["key"]: item["value"] for item in body["cells"][n]["metadata"]} for n in lines]
     assert found, f"nothing read on page {page}"
     assert all(items == found[0] for items in found)
     return found[0]
