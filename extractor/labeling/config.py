@@ -138,6 +138,27 @@ class LabelingSettings:
         "schema). A request of introspection alone may cost up to the schema's full "
         "description (about 2,070), answered from a cache.",
     )
+    # -- slow clients (issue 18): requests arrive whole before a request thread sees them -------
+    header_timeout: float = _setting(
+        10.0,
+        "Seconds a request's line and headers may take to arrive; then HTTP 408 and the "
+        "connection closed (one that sent nothing is just closed). No thread waits meanwhile.",
+    )
+    body_timeout: float = _setting(
+        30.0,
+        "Seconds a request body may take to arrive, plus 1 s per `BODY_MIN_RATE` bytes "
+        "received; then HTTP 408 and the connection closed.",
+    )
+    body_min_rate: int = _setting(
+        100_000,
+        "Bytes per second an upload at least this fast never times out (200 MiB: 30 s + "
+        "2,097 s); a body dribbled slower gets its 408 after about `BODY_TIMEOUT`.",
+    )
+    max_pending_connections: int = _setting(
+        256,
+        "Requests one server process may be receiving at once (bodies spooled in memory up to "
+        "64 KiB, then in an unlinked temporary file); a connection beyond them gets HTTP 503.",
+    )
     max_documents_page: int = _setting(
         20, "Most documents one `documents(offset, limit)` page returns (its default `limit`)."
     )
