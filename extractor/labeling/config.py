@@ -162,6 +162,13 @@ class LabelingSettings:
     max_documents_page: int = _setting(
         20, "Most documents one `documents(offset, limit)` page returns (its default `limit`)."
     )
+    max_reply_bytes: int = _setting(
+        32 * 1024 * 1024,
+        "Bytes of documents (`importable`, counted as stored) one GraphQL reply may carry; a "
+        "request asking for more is refused whole before any document is read. Documents are "
+        "copied into the reply one at a time as stored, so a request holds at most one "
+        "document's text in memory, whatever its reply size.",
+    )
 
     @property
     def resolved_database_url(self) -> str:
