@@ -45,10 +45,10 @@ _ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)")
 class ReplyLimits:
     """What one JSON reply may hold; each field is the value of the setting named beside it."""
 
-    max_depth: int  # max_reply_depth
+    max_depth: int  # max_api_reply_depth
     max_values: int  # max_{extraction,prediction}_reply_values
     max_string_chars: int  # max_prediction_string_chars, or the reply's size for extractors
-    max_number_chars: int  # max_reply_number_chars
+    max_number_chars: int  # max_api_reply_number_chars
     values_setting: str  # which setting max_values comes from
     string_setting: str | None  # which setting max_string_chars comes from, if any
 
@@ -56,10 +56,10 @@ class ReplyLimits:
 def prediction_limits(settings: LabelingSettings) -> ReplyLimits:
     """What a prediction API's reply may hold under ``settings``."""
     return ReplyLimits(
-        max_depth=settings.max_reply_depth,
+        max_depth=settings.max_api_reply_depth,
         max_values=settings.max_prediction_reply_values,
         max_string_chars=settings.max_prediction_string_chars,
-        max_number_chars=settings.max_reply_number_chars,
+        max_number_chars=settings.max_api_reply_number_chars,
         values_setting="max_prediction_reply_values",
         string_setting="max_prediction_string_chars",
     )
@@ -69,10 +69,10 @@ def extraction_limits(settings: LabelingSettings) -> ReplyLimits:
     """What a custom extraction API's JSON reply (an Importable document) may hold: a string
     (a line's content) no longer than a whole text document may be."""
     return ReplyLimits(
-        max_depth=settings.max_reply_depth,
+        max_depth=settings.max_api_reply_depth,
         max_values=settings.max_extraction_reply_values,
         max_string_chars=settings.max_document_bytes,
-        max_number_chars=settings.max_reply_number_chars,
+        max_number_chars=settings.max_api_reply_number_chars,
         values_setting="max_extraction_reply_values",
         string_setting="max_document_bytes",
     )
@@ -235,7 +235,7 @@ def measure(text: str, limits: ReplyLimits, what: str) -> None:
             refuse("JSON with too many values", limits.values_setting, limits.max_values)
         if kind == "open":
             if len(stack) >= limits.max_depth:
-                refuse("JSON nested too deeply", "max_reply_depth", limits.max_depth)
+                refuse("JSON nested too deeply", "max_api_reply_depth", limits.max_depth)
             stack.append(_Frame(match.group("open") == "{"))
             continue
         if kind == "string":
@@ -245,7 +245,7 @@ def measure(text: str, limits: ReplyLimits, what: str) -> None:
             if "\\u" in raw and _SURROGATE_ESCAPE.search(raw) and not _check_surrogates(raw):
                 refuse("a string with an unpaired UTF-16 surrogate")
         elif kind == "number" and len(match.group("number")) > limits.max_number_chars:
-            refuse("a number too long", "max_reply_number_chars", limits.max_number_chars)
+            refuse("a number too long", "max_api_reply_number_chars", limits.max_number_chars)
         if frame is None:
             done = True
         else:

@@ -82,7 +82,7 @@ def test_the_path_names_where_the_limit_was_crossed() -> None:
     assert refused.details["path"] == "documents/0/labels" + "/0" * 29
     assert refused.details == {
         "path": "documents/0/labels" + "/0" * 29,
-        "limit": "EXTRACTOR_LABELING_MAX_REPLY_DEPTH",
+        "limit": "EXTRACTOR_LABELING_MAX_API_REPLY_DEPTH",
         "maximum": 32,
     }
     assert "nested too deeply at documents/0/labels/0/0" in refused.message
