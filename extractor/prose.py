@@ -11,11 +11,12 @@ and parentheses, written long before this project and not tuned on.
 
 from __future__ import annotations
 
+import io
 import math
 from dataclasses import replace
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 from .samples import DrawnWord, TextPage, font
 
@@ -47,13 +48,16 @@ def prose_page(
     dpi: int = 150,
     points: float = 11,
     page: int = 0,
+    typeface: str | None = None,
 ) -> tuple[TextPage, str]:
-    """``text`` wrapped onto an A4 page at ``dpi`` in a ``points``-sized font; the page and
-    the text as drawn (one line per printed line), for scoring a reading against."""
+    """``text`` wrapped onto an A4 page at ``dpi`` in a ``points``-sized font (``typeface``: a
+    TrueType file; default a sans-serif one); the page and the text as drawn (one line per
+    printed line), for scoring a reading against."""
     width, height = round(8.27 * dpi), round(11.69 * dpi)
     image = Image.new("L", (width, height), 255)
     draw = ImageDraw.Draw(image)
-    face = font(round(points * dpi / 72))
+    size = round(points * dpi / 72)
+    face = ImageFont.truetype(typeface, size) if typeface else font(size)
     margin, step = round(0.9 * dpi), round(points * dpi / 72 * 1.5)
     space = draw.textlength(" ", font=face)
     words: list[DrawnWord] = []
@@ -107,6 +111,16 @@ def turned(page: TextPage, degrees: float) -> TextPage:
         )  # fmt: skip
 
     return TextPage(image, tuple(moved(word) for word in page.words))
+
+
+def scanned(image: Image.Image, *, seed: int = 0, quality: int = 60) -> bytes:
+    """``image`` as a cheap scanner leaves it: slightly blurred, grainy, saved as a JPEG."""
+    blurred = image.convert("L").filter(ImageFilter.GaussianBlur(0.8))
+    grain = np.random.default_rng(seed).normal(0, 12, (blurred.height, blurred.width))
+    noisy = np.clip(np.asarray(blurred, np.float32) + grain, 0, 255).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(noisy).save(buffer, format="JPEG", quality=quality)
+    return buffer.getvalue()
 
 
 def edit_distance(a: str, b: str) -> int:
