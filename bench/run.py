@@ -65,6 +65,8 @@ WHY = {
     " per-input rows for what one request costs. A ready worker holds ~205 MB; CTranslate2's"
     " encoder needs ~60 MB for every 30 s window and PDFium ~85 MB to render one scanned 300-dpi"
     " page.",
+    "stages": "See the stage table: the request's own stages (receive, reply) take 10-30 ms;"
+    " the rest is the model stage, where the worker's heap settings cost page faults.",
     "long": "See the decoder row of the memory table.",
     "peak": "See the per-input peak table: a ready worker holds ~220 MB and CTranslate2's"
     " encoder needs ~60 MB for any 30 s window (tiny.en's 6 heads x 1500^2 attention scores in"
@@ -87,6 +89,7 @@ class Plan:
     memory_first: int = 20
     memory_total: int = 500
     health_seconds: float = 6.0
+    stage_rounds: int = 7  # per clip and side, bench/stages.py
 
 
 QUICK = Plan(
@@ -100,6 +103,7 @@ QUICK = Plan(
     memory_first=4,
     memory_total=12,
     health_seconds=1.5,
+    stage_rounds=1,
 )
 
 
@@ -372,6 +376,33 @@ class Bench:
                     f"<= {PEAK_TARGET_MB} MB",
                     peak.peak_mb <= PEAK_TARGET_MB and peak.status == 200,
                     WHY["peak"],
+                )
+            )
+
+    def stages(self) -> None:
+        """Speech clips of 3 to 60 s, stage by stage, against bare faster-whisper."""
+        from . import stages
+
+        rounds = self.plan.stage_rounds
+        with section(f"speech stages: {len(stages.CLIP_SECONDS)} clips, {rounds} rounds"):
+            clips = stages.espeak_clips(self.work / "clips")
+            bare = stages.BareTimed(self.defaults)
+            with stages.debug_server(self.work) as server:
+                results = stages.measure(clips, bare, stages.ServerTimed(server), rounds)
+        self.report.tables.append(
+            ("Speech, one request, stage by stage (bench/stages.py)", stages.markdown(results))
+        )
+        for r in results:
+            self.report.add(
+                Row(
+                    f"Speech overhead: {r.clip.seconds:g} s clip ({r.clip.source}), one request"
+                    f" (median of {len(r.server)})",
+                    f"bare faster-whisper: {fmt_s(r.bare_s())}",
+                    f"{fmt_s(r.server_s())} ({(r.server_s() - r.bare_s()) * 1000:+.0f} ms)",
+                    r.ratio(),
+                    r.target(),
+                    r.met(),
+                    WHY["stages"],
                 )
             )
 
@@ -840,6 +871,7 @@ def main(argv: list[str] | None = None) -> int:
         bench = Bench(plan, inputs, work, report)
         try:
             bench.default_server(args.samples)
+            bench.stages()
             bench.input_peaks(quick=args.quick)
             bench.queue_bound()
             if not args.skip_openai:
