@@ -25,6 +25,7 @@ import argparse
 import json
 import logging
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -39,7 +40,7 @@ from extractor.config import Settings
 
 from .inputs import varied_speech
 from .load import Upload, post
-from .server import Server
+from .server import Server, cpu_seconds
 
 log = logging.getLogger("bench")
 logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # its per-call INFO lines
@@ -64,6 +65,7 @@ class Timed:
 
     total: float
     stages: dict[str, float] = field(default_factory=dict)
+    cpu: float = float("nan")  # CPU seconds of the process that did the work
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,9 @@ class ClipResult:
     def _median(runs: list[Timed], stage: str | None = None) -> float:
         values = [r.total if stage is None else r.stages.get(stage, 0.0) for r in runs]
         return statistics.median(values)
+
+    def cpu(self, side: str) -> float:
+        return statistics.median(r.cpu for r in (self.bare if side == "bare" else self.server))
 
     def bare_s(self) -> float:
         return self._median(self.bare)
@@ -100,11 +105,11 @@ class ClipResult:
         return self._median(self.bare if side == "bare" else self.server, stage)
 
 
-def espeak_clips(folder: Path) -> list[Clip]:
+def espeak_clips(folder: Path, lengths: tuple[int, ...] = CLIP_SECONDS) -> list[Clip]:
     """Generated speech of each length (espeak-ng, sentences that never repeat)."""
     folder.mkdir(parents=True, exist_ok=True)
     clips = []
-    for seconds in CLIP_SECONDS:
+    for seconds in lengths:
         path = folder / f"espeak-{seconds}s.wav"
         path.write_bytes(varied_speech(seconds, seed=100 + seconds))
         clips.append(Clip(float(seconds), path, "espeak-ng"))
@@ -157,6 +162,7 @@ class BareTimed:
 
     def __call__(self, path: Path) -> Timed:
         self.parts = {}
+        cpu = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()
         segments, _info = self.model.transcribe(
             str(path), language="en", beam_size=self.settings.asr_beam_size,
@@ -166,12 +172,14 @@ class BareTimed:
         model_done = time.perf_counter()
         " ".join(texts)
         total = time.perf_counter() - started
+        done = resource.getrusage(resource.RUSAGE_SELF)
+        cpu_s = done.ru_utime + done.ru_stime - cpu.ru_utime - cpu.ru_stime
         decode, vad = self.parts.get("decode", 0.0), self.parts.get("vad", 0.0)
         return Timed(total, {
             "receive": 0.0, "decode": decode, "vad": vad,
             "model": model_done - started - decode - vad,
             "formatting": total - (model_done - started), "reply": 0.0,
-        })  # fmt: skip
+        }, cpu_s)  # fmt: skip
 
 
 class ServerTimed:
@@ -184,7 +192,10 @@ class ServerTimed:
     def __call__(self, path: Path) -> Timed:
         upload = self.uploads.setdefault(path, Upload.of(path))
         offset = self.server.log_path.stat().st_size
+        workers = self.server.worker_pids()
+        cpu = sum(cpu_seconds(pid) for pid in workers)
         reply = post(self.server.host, self.server.port, upload, timeout=900)
+        cpu = sum(cpu_seconds(pid) for pid in workers) - cpu
         if not reply.ok:
             raise RuntimeError(
                 f"POST {path.name}: {reply.status} {reply.error or reply.body[:300]!r}"
@@ -201,7 +212,7 @@ class ServerTimed:
             "model": work - stages.get("decode", 0.0) - vad,
             "formatting": stages.get("render", 0.0),
             "reply": reply.seconds - total,
-        })  # fmt: skip
+        }, cpu)  # fmt: skip
 
     def _logged(self, offset: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The request's log line and its windows' lines, written after ``offset``."""
@@ -251,8 +262,8 @@ def markdown(results: list[ClipResult]) -> list[str]:
     """The per-stage table (medians, ms) and a summary line per clip."""
     head = " | ".join(s if s != "vad" else "VAD" for s in STAGES)
     lines = [
-        f"| clip | side | {head} | total (min / median / max) | ratio | target | met? |",
-        "|---|---|" + "---|" * len(STAGES) + "---|---|---|---|",
+        f"| clip | side | {head} | total (min / median / max) | ratio | target | met? | CPU |",
+        "|---|---|" + "---|" * len(STAGES) + "---|---|---|---|---|",
     ]
     for r in results:
         for side, runs in (("bare", r.bare), ("server", r.server)):
@@ -267,11 +278,16 @@ def markdown(results: list[ClipResult]) -> list[str]:
                 else "| |"
             )
             label = f"{r.clip.seconds:g} s, {r.clip.source}" if side == "bare" else ""
-            lines.append(f"| {label} | {side} | {cells} | {spread} | {last} |")
+            cpu = f"{r.cpu(side) * 1000:.0f}" + (
+                f" ({r.cpu('server') / r.cpu('bare'):.2f}x)" if side == "server" else ""
+            )
+            lines.append(f"| {label} | {side} | {cells} | {spread} | {last} | {cpu} |")
     lines += [
         "",
         f"Stages in ms, medians of {len(results[0].bare) if results else 0} alternating rounds;"
-        " see `bench/stages.py` for what each covers.",
+        " see `bench/stages.py` for what each covers. CPU: ms of CPU time of the process that"
+        " did the work (bare: the bench process; server: its workers), which other work on a"
+        " shared machine moves far less than wall time.",
     ]
     return lines
 

@@ -10,6 +10,7 @@ import pytest
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # a loaded shared machine took 508 s; a quiet one ~2-3 min
 def test_quick_benchmark_writes_its_table(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "bench.run", "--quick", "--skip-openai", "--out", str(tmp_path)],
