@@ -60,7 +60,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     metrics_dir = prepare_multiprocess_dir(settings.tmp_dir) if settings.metrics else None
     from .app import create_app
-    from .gunicorn_conf import gunicorn_options
+    from .gunicorn_conf import gunicorn_options, intake_limits
     from .logs import configure_logging
     from .serving import beyond_loopback, serve
 
@@ -73,7 +73,7 @@ def _serve(args: argparse.Namespace) -> int:
             extra={"bind": settings.bind},
         )
     try:
-        serve(lambda: create_app(settings), gunicorn_options(settings))
+        serve(lambda: create_app(settings), gunicorn_options(settings), intake_limits(settings))
     finally:
         if metrics_dir is not None:
             remove_multiprocess_dir(metrics_dir)

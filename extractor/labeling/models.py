@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Column,
     DateTime,
     Float,
@@ -19,9 +20,15 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    cast,
+    event,
+    func,
+    inspect,
+    update,
 )
+from sqlalchemy.engine import Connection
 from sqlalchemy.engine.default import DefaultExecutionContext
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, Mapper, mapped_column, relationship
 
 # Stable constraint names, so Alembic migrations can refer to them on every engine.
 NAMING_CONVENTION = {
@@ -158,8 +165,35 @@ class Document(Base):
     position: Mapped[int] = mapped_column(Integer)
     name: Mapped[str] = mapped_column(String(500))
     importable: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # Bytes of ``importable`` as stored, which is what a reply of it carries: set by the
+    # database itself whenever ``importable`` is written (see :func:`measure_stored_size`), so a
+    # query's reply size is known from a cheap sum before any document is read.
+    size_bytes: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     project: Mapped[Project] = relationship(back_populates="documents")
+
+
+def stored_size(importable: Any) -> Any:
+    """SQL for the bytes of a stored JSON value: the length of its text, which is ASCII (the
+    JSON encoder escapes every other character), so characters are bytes on every engine."""
+    return func.length(cast(importable, Text))
+
+
+@event.listens_for(Document, "after_insert")
+@event.listens_for(Document, "after_update")
+def measure_stored_size(_mapper: Mapper[Any], connection: Connection, document: Document) -> None:
+    """Record a document's ``size_bytes`` from the text just stored, in the same transaction.
+
+    Measured by the database rather than by serializing the document a second time here, so
+    the size is the stored text's by construction, whoever writes ``importable``.
+    """
+    if not inspect(document).attrs.importable.history.has_changes():
+        return  # an update of other columns only
+    connection.execute(
+        update(Document)
+        .where(Document.id == document.id)
+        .values(size_bytes=stored_size(Document.importable))
+    )
 
 
 def job_tenant(context: DefaultExecutionContext) -> str:
