@@ -12,7 +12,7 @@ TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-RUNTIME_DEBS := tesseract-ocr tesseract-ocr-eng
+RUNTIME_DEBS := tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd
 # Test and demo tools: speech for fixtures, more OCR languages, PostgreSQL, a real browser.
 DEV_DEBS := espeak-ng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-ita fonts-dejavu-core \
             postgresql chromium chromium-driver poppler-utils curl jq prometheus

@@ -7,9 +7,10 @@ import time
 from contextlib import suppress
 from typing import Any
 
-from gunicorn.workers.gthread import ThreadWorker
-
+from .app import MULTIPART_SLACK
+from .buffering_worker import BufferingThreadWorker
 from .config import Settings
+from .intake import IntakeLimits
 from .workdirs import sweep
 
 # How long a worker waits before competing for a new connection, per extraction it already has,
@@ -18,8 +19,9 @@ BUSY_ACCEPT_DELAY = 0.005  # seconds per pending extraction
 MAX_ACCEPT_DELAY = 0.025  # seconds
 
 
-class EngineAwareThreadWorker(ThreadWorker):
-    """A gthread worker that lets an idle sibling take new connections first.
+class EngineAwareThreadWorker(BufferingThreadWorker):
+    """A gthread worker that receives requests whole before a thread serves them (see
+    extractor.buffering_worker) and lets an idle sibling take new connections first.
 
     Every worker's main loop waits on the same listening socket and the kernel wakes them all,
     so which one accepts is a coin toss: two requests can queue behind one engine while another
@@ -37,6 +39,19 @@ class EngineAwareThreadWorker(ThreadWorker):
         super().accept(listener)
 
 
+def intake_limits(settings: Settings) -> IntakeLimits:
+    """How requests may arrive: deadlines, how many at once, how large (413 before the body
+    is spooled; the app's own limit stays the authority)."""
+    return IntakeLimits(
+        header_timeout=settings.header_timeout,
+        body_timeout=settings.body_timeout,
+        min_body_rate=settings.body_min_rate,
+        max_pending=settings.max_pending_connections,
+        max_body_bytes=settings.max_upload_bytes + MULTIPART_SLACK,
+        spool_dir=settings.tmp_dir,
+    )
+
+
 def gunicorn_options(settings: Settings) -> dict[str, Any]:
     """The gunicorn configuration that serves ``settings``."""
     return {
@@ -44,7 +59,8 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         "workers": settings.worker_count,
         # gthread: one thread runs the engine while the others answer /healthz and queue, so a
         # busy worker still looks alive; the engine gate bounds how many actually wait. The
-        # subclass steers new connections to idle workers (see EngineAwareThreadWorker).
+        # subclass receives each request whole in the main loop before a thread sees it (slow
+        # clients hold no thread) and steers new connections to idle workers.
         "worker_class": "extractor.gunicorn_conf.EngineAwareThreadWorker",
         "threads": settings.threads,
         # No preload: neither torch nor CTranslate2 survives a fork, so each worker builds its
