@@ -81,7 +81,7 @@ def test_hostile_replies_cost_the_serving_process_under_150_mb_each(
     project_job = wait_job(client, started["data"]["createProject"]["id"])
     project_id = project_job["resultId"]
     document_id = client.gql(
-        f"query {{ getProject(projectId: \"{project_id}\") {{ documents {{ id }} }} }}"
+        f'query {{ getProject(projectId: "{project_id}") {{ documents {{ id }} }} }}'
     )["data"]["getProject"]["documents"][0]["id"]
 
     current: dict[str, bytes] = {}
