@@ -34,6 +34,7 @@ import pytesseract
 from PIL import Image
 
 from .errors import EngineTimeout
+from .heap import trim_heap
 from .importable import BoundingBox, Line, Word
 from .media import PageImage
 
@@ -230,18 +231,22 @@ def read_upright(read: Reader, page: PageImage, deadline: float) -> Reading:
 
 
 def read_turned(read: Reader, page: PageImage, turn: Turn) -> Reading:
-    """Read ``page`` turned by ``turn`` from a file written beside it, deleted afterwards."""
+    """Read ``page`` turned by ``turn`` from a file written beside it, deleted afterwards.
+
+    The turned copy is grey (Tesseract reads a page in grey anyway): a 300 dpi colour page
+    turned and set level would otherwise hold ~80 MB of pixels at once, in grey ~27 MB.
+    """
     target = page.path.with_name(f"page-{page.index}-turned.pnm")
     with Image.open(page.path) as image:
         if getattr(image, "n_frames", 1) > 1:
             image.seek(page.index)
-        upright = turn.apply(_tesseract_mode(image))
+        upright = turn.apply(image if image.mode in ("1", "L") else _grey(image))
     try:
         upright.save(target, format="PPM")
         size = upright.size
         del upright
-        turned = PageImage(page.index, target, size[0], size[1], derived=True)
-        lines = read(turned)
+        trim_heap()  # the pixels just freed, before Tesseract's own peak stands on them
+        lines = read(PageImage(page.index, target, size[0], size[1], derived=True))
     finally:
         target.unlink(missing_ok=True)
     upload = (page.width, page.height)
@@ -258,10 +263,11 @@ def _boxes_to_upload(
     return replace(line, words=words)
 
 
-def _tesseract_mode(image: Image.Image) -> Image.Image:
-    """A mode Netpbm can hold (bilevel, grey or RGB), transparency flattened onto white."""
-    if image.mode in ("1", "L", "RGB"):
-        return image
-    if "A" in image.mode or image.mode == "P":
-        return image.convert("RGBA").convert("RGB")
-    return image.convert("RGB")
+def _grey(image: Image.Image) -> Image.Image:
+    """``image`` in grey, transparency flattened onto white first."""
+    if "A" in image.mode or image.mode in ("P", "PA"):
+        rgba = image.convert("RGBA")
+        flat = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        flat.alpha_composite(rgba)
+        return flat.convert("L")
+    return image.convert("L")

@@ -5,6 +5,9 @@ nobody wrote for this project (``extractor.prose``)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +23,7 @@ from extractor.app import create_app
 from extractor.formats import to_alto, to_hocr
 from extractor.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
 from extractor.orientation import Turn
-from extractor.prose import cer, prose_page, turned
+from extractor.prose import APACHE_DEFINITIONS, cer, prose_page, turned
 
 CER_MARGIN = 0.5  # points of CER a turned page may read worse than upright (the issue's)
 
@@ -140,6 +143,25 @@ def test_ocr_rotate_off_reads_the_page_as_it_is(
         body = post_file(client, upside_down, "scan.png", query=query).get_json()
         assert all(cell["metadata"] == [] for cell in body["cells"])
         assert cer(truth, text_of(body)) > 30
+
+
+def test_the_extract_command_turns_pages_unless_told_not_to(tmp_path: Path) -> None:
+    """``extractor extract`` turns an upside-down page; ``--no-ocr-rotate`` reads it as it is."""
+    small, _truth = prose_page(APACHE_DEFINITIONS.split("\n")[0], points=12)
+    path = tmp_path / "upside-down.png"
+    path.write_bytes(samples.encode_image(turned(small, 180).image, "PNG"))
+    rotations = []
+    for flags in ([], ["--no-ocr-rotate"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "extractor.cli", "extract", str(path), *flags],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        cells = json.loads(done.stdout)["cells"]
+        rotations.append(
+            {m["value"] for c in cells for m in c["metadata"] if m["key"] == "rotation"}
+        )
+    assert rotations == [{"180"}, set()]
 
 
 @pytest.mark.parametrize("value", ["sideways", "2", "yes please"])

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from sqlalchemy.orm import Session
 
+from extractor.heap import limit_heap_retention, trim_heap
 from extractor.jobs.errors import JobFailure, JobInterrupted, JobYielded, StorageError
 from extractor.jobs.queue import JobQueue
 from extractor.jobs.records import ClaimedJob
@@ -159,6 +160,10 @@ class WorkerPool:
         """Start the worker threads (idempotent), first freeing the leases dead workers left."""
         if self._threads:
             return
+        # A job's memory (a reply of up to OUTBOUND_MAX_REPLY_BYTES, its text, what parsing it
+        # made) goes back to the system when the job ends: fixed mmap and trim thresholds and
+        # one arena, so that what one job thread freed is not held for it alone (issue 18).
+        limit_heap_retention()
         self._stopping.clear()
         try:
             if freed := self.queue.reap():
@@ -249,6 +254,8 @@ class WorkerPool:
                 log.exception("job %s crashed", job.id)
                 crash = JobFailure("internal error while running the job (see the server log)")
                 self._settle(partial(self.queue.fail, job.id, worker_id, crash))
+            finally:
+                trim_heap()  # ~1 ms per job: the job's garbage is not the process's new size
 
     @staticmethod
     def _settle(action: Callable[[], object]) -> None:

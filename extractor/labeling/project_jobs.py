@@ -26,6 +26,7 @@ from extractor.labeling.documents import (
 )
 from extractor.labeling.errors import JobFailure
 from extractor.labeling.models import CustomAPI, Document, Project, Tag
+from extractor.labeling.reply_json import extraction_limits
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,13 @@ class CreateProjectJob:
             api.endpoint_url, upload.filename, upload.content, api.secret_token
         )
         importable = importable_from_reply(
-            upload.filename, kind, reply.content_type, reply.content, reply.charset, budget
+            upload.filename,
+            kind,
+            reply.content_type,
+            reply.content,
+            reply.charset,
+            budget,
+            extraction_limits(self.client.settings),
         )
         if not importable["cells"]:
             log.info("custom API %s found no text in %r", api.id, upload.filename)
