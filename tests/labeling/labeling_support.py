@@ -592,3 +592,23 @@ def auto_label(server: LabelingServer, user: User, project_id: str, url: str) ->
     """Queue auto-labeling one line per request; the job id."""
     data = server.ok(AUTO_LABEL, auto_label_input(user.email, project_id, url), token=user.token)
     return str(data["result"]["id"])
+
+
+def group_rss(group: int) -> int:
+    """Resident bytes of every process in the process group (gunicorn's master and workers)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            # Fields after the command name (which may hold spaces): state ppid pgrp ...
+            if int(stat.rsplit(")", 1)[1].split()[2]) != group:
+                continue
+            status = Path(f"/proc/{entry}/status").read_text()
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+    return total
