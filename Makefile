@@ -17,7 +17,7 @@ RUNTIME_DEBS := tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd
 DEV_DEBS := espeak-ng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-ita fonts-dejavu-core \
             postgresql chromium chromium-driver poppler-utils curl jq prometheus
 
-.PHONY: install install-dev run test lint typecheck bench clean settings-table image image-test \
+.PHONY: install install-dev run test test-fast lint typecheck bench clean settings-table image image-test \
         apt-image
 
 install: apt-runtime $(STAMP)
@@ -52,6 +52,12 @@ typecheck:
 
 test: install-dev lint typecheck
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The loop to run while working (under 3 minutes here): lint, types and every test that needs no
+# database server, browser, torch or whole-engine/server run (`slow`). `make test` runs them all.
+FAST_MARKERS := not slow and not postgres and not browser and not torch
+test-fast: install-dev lint typecheck
+	$(BIN)/python -m pytest -q -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
 
 bench: install-dev
 	$(BIN)/python -m bench.run $(if $(SAMPLES),--samples $(SAMPLES))
