@@ -50,6 +50,10 @@ def _serve(args: argparse.Namespace) -> int:
     # reads this when numpy is first imported, which the next line does.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     settings = _settings_from(args)
+    if settings.malloc_huge_pages:
+        from .heap import reexec_with_huge_pages
+
+        reexec_with_huge_pages()  # returns at once when already done
     # The workers' shared metrics directory must be in the environment before anything imports
     # prometheus-client, which picks its multiprocess storage at import.
     from .metrics_dir import prepare_multiprocess_dir, remove_multiprocess_dir

@@ -91,6 +91,13 @@ class Settings:
         None, "Directory for per-request temporary files (default: the system's)."
     )
     log_level: str = _setting("info", "Log level (debug, info, warning, error).")
+    malloc_huge_pages: bool = _setting(
+        True,
+        "Back the workers' large heap blocks with transparent huge pages (glibc's"
+        " GLIBC_TUNABLES=glibc.malloc.hugetlb=1, set by `extractor serve` re-executing itself"
+        " once): a transcription then faults ~6x fewer pages, ~20% less CPU on a 6 s clip; no"
+        " effect where the kernel's THP is off.",
+    )
     metrics: bool = _setting(True, "Serve Prometheus metrics at GET /metrics.")
     metrics_require_secret: bool = _setting(
         False,
@@ -110,6 +117,12 @@ class Settings:
     )
     ocr_psm: int | None = _setting(
         None, "Tesseract page segmentation mode (--psm); unset keeps Tesseract's default (3)."
+    )
+    ocr_rotate: bool = _setting(
+        True,
+        "Read pages scanned sideways, upside down or askew: a page whose first reading looks"
+        " unreadable or sloped is turned upright and read again, its boxes kept in the upload's"
+        " pixels (off: every page is read as it is; per request: ?ocr_rotate=).",
     )
     ocr_parallel_pages: int = _setting(
         0, "Pages of one document OCR'd at once; 0 means one per CPU core."

@@ -170,6 +170,33 @@ class LabelingSettings:
         "document's text in memory, whatever its reply size.",
     )
 
+    # -- replies of customers' APIs (issue 18): measured on the raw text before parsing ---------
+    # Parsed JSON costs up to ~70 MB per million values (empty lists or objects), whatever its
+    # size in bytes; a document at the line and token limits is ~1.05 million values (59 MB).
+    max_api_reply_depth: int = _setting(
+        32,
+        "Nesting of arrays and objects in a JSON reply of a custom extraction or prediction API "
+        "(a prediction reply's deepest is 7), measured before the reply is parsed.",
+    )
+    max_api_reply_number_chars: int = _setting(64, "Characters of one number in such a reply.")
+    max_extraction_reply_values: int = _setting(
+        1_500_000,
+        "Values (scalars, arrays, objects and keys) in one JSON reply of a custom extraction "
+        "API, counted before it is parsed (a document at the line and token limits has ~1.05 "
+        "million).",
+    )
+    max_prediction_reply_values: int = _setting(
+        500_000,
+        "Values in one reply of a prediction API, counted before it is parsed (50,000 "
+        "sentences with 20,000 entities are ~470,000).",
+    )
+    max_prediction_string_chars: int = _setting(
+        1000, "Characters of one string (label name, id, key) in a prediction API's reply."
+    )
+    max_prediction_entities: int = _setting(
+        20_000, "Entities in one prediction API reply (one batch); the job fails above it."
+    )
+
     @property
     def resolved_database_url(self) -> str:
         """The database URL in force: the explicit one, else SQLite inside the data directory."""
