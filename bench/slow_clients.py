@@ -1,9 +1,11 @@
 """Slow request bodies against both services, per gunicorn worker: ``python -m bench.slow_clients``.
 
 For each service (the extractor, the labeling service) and each worker variant, starts the real
-server on a loopback port with its default worker and thread counts, opens ``--dribblers``
-connections that send their headers (``Content-Length: 100000``, every other one with a valid
-token) and then one byte every ``--every`` seconds, and meanwhile times a small request of
+server on a loopback port with one worker process of 4 threads (both services' default
+thread count; the labeling service's default worker count), opens ``--dribblers``
+connections that send their headers (``Content-Length: 100000``, a multipart upload to the
+extractor or JSON to the labeling service, every other one with a valid token) and then one byte
+every ``--every`` seconds, and meanwhile times a small request of
 another client every 2 s (the extractor: a one-line PNG to ``POST /extract``; the labeling
 service: a ``getTags`` query). It reports that client's latencies, how the dribblers ended
 (408, closed, still open) and the server's threads and RSS, and writes bench/slow_clients.md.
@@ -29,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +42,7 @@ import httpx
 VARIANTS = ("gthread", "deadline", "buffering")
 SERVICES = ("extractor", "labeling")
 SECRET = "bench-secret"
+MULTIPART = "multipart/form-data; boundary=slow"  # an upload, as the extractor reads it
 
 
 # -- the servers --------------------------------------------------------------------------------
@@ -74,7 +78,11 @@ def serve(service: str, variant: str, port: int, read_deadline: float) -> None:
         from extractor.config import Settings
         from extractor.gunicorn_conf import gunicorn_options, intake_limits
 
-        settings = Settings.load(overrides={"bind": bind, "secret": SECRET, "log_level": "warning"})
+        # One worker: with several, which one accepts the dribblers is a race, and a run would
+        # measure whether the other client's connection landed on a worker they left alone.
+        settings = Settings.load(
+            overrides={"bind": bind, "secret": SECRET, "log_level": "warning", "workers": 1}
+        )
         options = gunicorn_options(settings)
         limits = intake_limits(settings)
         factory: Any = lambda: create_app(settings)  # noqa: E731
@@ -110,6 +118,7 @@ class Dribblers:
     token: str
     count: int
     every: float
+    content_type: str  # what the app reads the body as (else it may refuse before reading)
     started: float = 0.0
     outcomes: dict[int, str] = field(default_factory=dict)  # index: what ended it, when
 
@@ -120,7 +129,7 @@ class Dribblers:
             sock = socket.create_connection(("127.0.0.1", self.port))
             head = (
                 f"POST {self.path} HTTP/1.1\r\nHost: bench\r\nContent-Length: 100000\r\n"
-                "Content-Type: application/octet-stream\r\n"
+                f"Content-Type: {self.content_type}\r\n"
             )
             if index % 2 == 0:
                 head += f"Authorization: Bearer {self.token}\r\n"
@@ -130,6 +139,16 @@ class Dribblers:
             self.selector.register(sock, selectors.EVENT_READ, index)
         self.started = time.monotonic()
         self.next_byte = self.started + 0.5
+
+    def start(self) -> None:
+        """Dribble in a thread of its own, so bytes keep coming while the other client waits."""
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.tick(time.monotonic() + 0.2)
 
     def tick(self, until: float) -> None:
         """Send bytes when due and note answers, until ``until``."""
@@ -163,6 +182,8 @@ class Dribblers:
             self.selector.unregister(self.sockets[index])
 
     def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
         for sock in self.sockets:
             sock.close()
 
@@ -173,6 +194,8 @@ class Dribblers:
             ends[status] = ends.get(status, 0) + 1
         seconds = [float(o.split(" at ")[1][:-2]) for o in self.outcomes.values()]
         still = self.count - len(self.outcomes)
+        if not self.count:
+            return "(none)"
         parts = [f"{n}x {status}" for status, n in sorted(ends.items())]
         if seconds:
             parts.append(f"after {min(seconds):.0f}-{max(seconds):.0f} s")
@@ -285,13 +308,15 @@ def run_one(service: str, variant: str, args: argparse.Namespace, png: bytes) ->
                 time.sleep(0.3)
             _probe(service, url, token, team, png, 60)  # warm up every path
             path = "/extract" if service == "extractor" else "/graphql"
-            dribblers = Dribblers(port, path, token, args.dribblers, args.every)
+            kind = MULTIPART if service == "extractor" else "application/json"
+            dribblers = Dribblers(port, path, token, args.dribblers, args.every, kind)
             dribblers.open()
+            dribblers.start()
             latencies: list[float | None] = []
             end = dribblers.started + args.seconds
             stats = (0, 0)
             while time.monotonic() < end:
-                dribblers.tick(time.monotonic() + 2)
+                time.sleep(2)
                 started = time.monotonic()
                 try:
                     _probe(service, url, token, team, png, args.probe_timeout).raise_for_status()
@@ -341,9 +366,13 @@ def main() -> int:
     ]
     print("\n".join(header), flush=True)
     rows = []
+    idle = argparse.Namespace(**{**vars(args), "dribblers": 0})
     for service in args.services.split(","):
-        for variant in args.variants.split(","):
-            row = run_one(service, variant, args, png).row()
+        for variant in ["idle", *args.variants.split(",")]:
+            if variant == "idle":  # the same requests with nobody dribbling, for reference
+                row = run_one(service, "buffering", idle, png).row().replace("buffering", "idle")
+            else:
+                row = run_one(service, variant, args, png).row()
             print(row, flush=True)
             rows.append(row)
     if args.out:

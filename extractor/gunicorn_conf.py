@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import hmac
 import os
 import time
 from contextlib import suppress
+from functools import partial
 from typing import Any
 
 from .app import MULTIPART_SLACK
 from .buffering_worker import BufferingThreadWorker
 from .config import Settings
-from .intake import IntakeLimits
+from .errors import Unauthorized
+from .intake import Head, IntakeLimits, Refusal
 from .workdirs import sweep
 
 # How long a worker waits before competing for a new connection, per extraction it already has,
@@ -49,6 +52,22 @@ def intake_limits(settings: Settings) -> IntakeLimits:
         max_pending=settings.max_pending_connections,
         max_body_bytes=settings.max_upload_bytes + MULTIPART_SLACK,
         spool_dir=settings.tmp_dir,
+        admit=partial(_require_secret, settings.secret) if settings.secret else None,
+    )
+
+
+def _require_secret(secret: str, head: Head) -> Refusal | None:
+    """Refuse an upload without ``Authorization: Bearer <secret>`` before its body arrives:
+    every endpoint that takes a body needs the secret (views.authorize checks it again), so
+    a client without it cannot make the server receive and spool 200 MB."""
+    scheme, _, token = head.fields.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), secret.encode()):
+        return None
+    return Refusal(
+        401,
+        "unauthorized",
+        "a valid 'Authorization: Bearer <secret>' header is required",
+        headers=tuple(Unauthorized.headers.items()),
     )
 
 

@@ -57,14 +57,20 @@ class IntakeLimits:
     max_body_bytes: int | None = None
     spool_dir: str | None = None
     error_body: Callable[[int, str, str], bytes] = json_error
+    # Looks at a head whose body is coming and may refuse it before the body is received:
+    # the extractor refuses an upload without its shared secret (401) there.
+    admit: Callable[[Head], Refusal | None] | None = None
 
 
 class Refusal(Exception):
     """The request cannot be received: answer ``status`` and close the connection."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, headers: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
+        self.headers = headers
 
 
 def refusal_bytes(limits: IntakeLimits, refusal: Refusal, retry_after: int | None = None) -> bytes:
@@ -78,6 +84,7 @@ def refusal_bytes(limits: IntakeLimits, refusal: Refusal, retry_after: int | Non
     ]
     if retry_after is not None:
         head.append(f"Retry-After: {retry_after}")
+    head.extend(f"{name}: {value}" for name, value in refusal.headers)
     return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
 
 
@@ -98,6 +105,7 @@ class Head:
     chunked: bool
     expects_continue: bool
     upgrade: str | None
+    fields: dict[str, str]  # every header, its name in lower case (the last one of a name)
 
 
 def parse_head(head: bytes) -> Head:
@@ -108,11 +116,13 @@ def parse_head(head: bytes) -> Head:
     lengths: list[bytes] = []
     codings: list[bytes] = []
     expect = upgrade = None
+    fields: dict[str, str] = {}
     for line in lines[1:]:
         name, colon, value = line.partition(b":")
         if not colon or not name or name != name.strip():
             raise Refusal(400, "bad_request", "malformed header line")
         key, value = name.lower(), value.strip()
+        fields[key.decode("latin-1")] = value.decode("latin-1")
         if key == b"content-length":
             lengths.append(value)
         elif key == b"transfer-encoding":
@@ -130,6 +140,7 @@ def parse_head(head: bytes) -> Head:
         chunked=bool(codings),
         expects_continue=expect == b"100-continue",
         upgrade=upgrade,
+        fields=fields,
     )
 
 
@@ -241,6 +252,9 @@ class RequestIntake:
                 self.pipelined = rest
             self.spool.seek(0)
             return self.stage
+        refusal = self.limits.admit(head) if self.limits.admit is not None else None
+        if refusal is not None:
+            raise refusal
         self.stage = Stage.BODY
         self._body_started = now
         self._body_left = head.content_length
