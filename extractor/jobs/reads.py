@@ -5,7 +5,7 @@ the writes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -23,6 +23,21 @@ class Sessions(Protocol):
     def session(self) -> AbstractContextManager[Session]:
         """One transaction."""
         ...
+
+
+def iter_step_results(session: Session, job_id: str) -> Iterator[Any]:
+    """The data of the job's finished steps, in step order, read one step at a time: a
+    success that writes each as it comes holds one step's data, not the whole job's (500
+    documents of 200 KB each were +500 MB read at once, issue 18)."""
+    steps = list(
+        session.scalars(
+            select(JobResult.step).where(JobResult.job_id == job_id).order_by(JobResult.step)
+        )
+    )
+    for step in steps:
+        yield session.scalar(
+            select(JobResult.data).where(JobResult.job_id == job_id, JobResult.step == step)
+        )
 
 
 def step_results(session: Session, job_id: str) -> list[Any]:
@@ -100,6 +115,25 @@ class JobReads:
                 select(JobUpload).where(JobUpload.job_id == job_id).order_by(JobUpload.position)
             )
             return [Upload(row.position, row.filename, row.content) for row in rows]
+
+    def upload_count(self, job_id: str) -> int:
+        """How many files were enqueued with a job."""
+        with self.db.session() as session:
+            count = session.scalar(
+                select(func.count()).select_from(JobUpload).where(JobUpload.job_id == job_id)
+            )
+            return int(count or 0)
+
+    def upload(self, job_id: str, position: int) -> Upload:
+        """The file at ``position`` (0, 1, ... in enqueue order): one at a time, so a job of
+        500 files holds one in memory."""
+        with self.db.session() as session:
+            row = session.execute(
+                select(JobUpload.filename, JobUpload.content).where(
+                    JobUpload.job_id == job_id, JobUpload.position == position
+                )
+            ).one()
+            return Upload(position, row.filename, row.content)
 
     def step_results(self, job_id: str) -> list[Any]:
         """The data of the job's finished steps so far, in step order."""

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from extractor.jobs import JobQueue, JobRun, Upload, step_results
+from extractor.jobs import JobQueue, JobRun, Upload, iter_step_results
 from extractor.labeling.clients import ExtractorClient
 from extractor.labeling.db import Database
 from extractor.labeling.documents import (
@@ -47,38 +47,41 @@ class CreateProjectJob:
         """The project's text budget, charged with what a resumed run already built."""
         budget = TextBudget.from_settings(self.client.settings)
         if done:
-            for result in self.queue.step_results(job_id):
-                cells = result["importable"]["cells"]
-                budget.project_lines += len(cells)
-                budget.project_tokens += sum(len(cell["tokens"]) for cell in cells)
+            with self.db.session() as session:
+                for result in iter_step_results(session, job_id):
+                    cells = result["importable"]["cells"]
+                    budget.project_lines += len(cells)
+                    budget.project_tokens += sum(len(cell["tokens"]) for cell in cells)
         return budget
 
     def run(self, run: JobRun) -> None:
         """Extract each upload not yet done, in order, storing each document; then deliver."""
         payload = run.job.payload
         kind = payload["kind"]
-        uploads = self.queue.uploads(run.job.id)
+        uploads = self.queue.upload_count(run.job.id)
         api = self._custom_api(payload) if kind in ("OCR", "AUDIO") else None
         done: int = (run.job.checkpoint or {}).get("uploadsDone", 0)
         budget = self._budget(run.job.id, done)  # lines and tokens (issue 11)
-        for index in range(done, len(uploads)):
+        for index in range(done, uploads):
             run.check()
-            upload = uploads[index]
+            upload = self.queue.upload(run.job.id, index)  # one at a time: 500 x 100 KB is 50 MB
             if api is None:
                 text = decode_text(upload.content, f"{upload.filename!r}")
                 importable = importable_from_text(upload.filename, kind, text, budget)
             else:
                 importable = self._extract(api, kind, upload, budget)
             run.progress(
-                int(100 * (index + 1) / len(uploads)),
+                int(100 * (index + 1) / uploads),
                 {"uploadsDone": index + 1},
                 result=(index, {"name": upload.filename, "importable": importable}),
             )
-            if index + 1 < len(uploads):
+            if index + 1 < uploads:
                 run.share_point()
 
         def write(session: Session) -> str:
-            documents = [(d["name"], d["importable"]) for d in step_results(session, run.job.id)]
+            """Create the project, then its documents one by one from the step results: each is
+            inserted and dropped from the session before the next is read, so delivery holds
+            one document, not the project (500 documents were +500 MB at once)."""
             project = Project(
                 name=payload["name"],
                 kind=kind,
@@ -88,12 +91,19 @@ class CreateProjectJob:
             tag_ids = payload.get("tagIds") or []
             if tag_ids:
                 project.tags = list(session.scalars(select(Tag).where(Tag.id.in_(tag_ids))))
-            project.documents = [
-                Document(position=index, name=name, importable=importable)
-                for index, (name, importable) in enumerate(documents)
-            ]
             session.add(project)
             session.flush()
+            for index, built in enumerate(iter_step_results(session, run.job.id)):
+                document = Document(
+                    project_id=project.id,
+                    position=index,
+                    name=built["name"],
+                    importable=built["importable"],
+                )
+                session.add(document)
+                session.flush()
+                session.expunge(document)
+                del built, document
             return project.id  # the queue deletes the uploads as the job succeeds
 
         run.succeed(write)
