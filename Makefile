@@ -63,6 +63,8 @@ bench: install-dev
 	$(BIN)/python -m bench.run $(if $(SAMPLES),--samples $(SAMPLES))
 	@# speakers=auto: words right, speakers found, extra real-time factor and RSS (bench/speakers.md)
 	$(BIN)/python -m bench.speakers --out bench/speakers.md
+	@# pages turned and skewed: CER against upright and the bare CLI, the upright page's time (bench/rotation.md)
+	$(BIN)/python -m bench.rotation --out bench/rotation.md
 
 settings-table: install
 	@$(BIN)/extractor settings

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 
+import numpy as np
 import pytesseract
 from PIL import Image
 
@@ -48,6 +49,8 @@ MIN_WORDS = 5  # fewer words than this say nothing either way (a blank page, a p
 # four lines of a page at -5°; below this a second reading would cost more than it gains.
 SKEW_MIN_DEGREES = 1.5
 SKEW_MAX_DEGREES = 15.0  # steeper "slopes" are not skew (a table, a diagram, a rotated stamp)
+PROFILE_SIDE = 1000  # pixels: the copy ink_angle measures (~0.1° resolution at 300 dpi)
+PROFILE_POINTS = 60_000  # ink pixels sampled for it: enough for a page of text
 OSD_MIN_CONFIDENCE = 1.0  # OSD's orientation confidence below which its answer is ignored
 _WORDLIKE = re.compile(r"\W*[^\W\d_]{2,}\W*")  # two letters or more, punctuation around
 
@@ -174,6 +177,45 @@ def read_sideways(lines: list[Line]) -> int:
     return 270 if down >= up else 90
 
 
+def ink_angle(page: PageImage) -> float | None:
+    """The angle of the page's text lines from its ink alone, in degrees clockwise to set them
+    level, [-90, 90); None for a page without ink. For a page whose first reading found next
+    to nothing: at 3.5-5° of skew Tesseract read some whole pages as pictures, no words at all.
+
+    The projection profile: the ink's rows are summed along each candidate angle, and where
+    the lines lie level the sums are sharpest (largest sum of squares). On a copy at most
+    ``PROFILE_SIDE`` pixels long: ~0.1 s for a 300 dpi page.
+    """
+    with Image.open(page.path) as image:
+        if getattr(image, "n_frames", 1) > 1:
+            image.seek(page.index)
+        image.draft("L", (image.width // 4, image.height // 4))  # JPEG: decode a quarter
+        grey = image if image.mode == "L" else _grey(image)
+        factor = max(1, round(max(grey.size) / PROFILE_SIDE))
+        pixels = np.asarray(grey.reduce(factor) if factor > 1 else grey)
+    ys, xs = np.nonzero(pixels < 128)
+    if len(xs) < 100:
+        return None
+    if len(xs) > PROFILE_POINTS:
+        picked = np.random.default_rng(0).choice(len(xs), PROFILE_POINTS, replace=False)
+        ys, xs = ys[picked], xs[picked]
+    xs, ys = xs - xs.mean(), ys - ys.mean()
+
+    def sharpness(degrees: float) -> float:
+        angle = math.radians(degrees)
+        rows = ys * math.cos(angle) - xs * math.sin(angle)
+        counts = np.bincount((rows - rows.min()).astype(np.int64))
+        return float(np.square(counts, dtype=np.float64).sum())
+
+    coarse = [*np.arange(-SKEW_MAX_DEGREES, SKEW_MAX_DEGREES + 0.1, 0.5),
+              *np.arange(90 - SKEW_MAX_DEGREES, 90 + SKEW_MAX_DEGREES + 0.1, 0.5)]  # fmt: skip
+    best = max(coarse, key=sharpness)
+    best = max(np.arange(best - 0.5, best + 0.51, 0.1), key=sharpness)
+    # A line turned clockwise slopes down to the right; turning it back is counterclockwise.
+    level = -float(best)
+    return round((level + 90) % 180 - 90, 1)
+
+
 def osd_quarter(path: Path, deadline: float) -> int:
     """Clockwise quarter turns Tesseract's OSD says the page at ``path`` needs (0 when it is
     unsure or cannot tell). Run through the CLI (``--psm 0``): only for pages that read badly."""
@@ -207,7 +249,9 @@ def read_upright(read: Reader, page: PageImage, deadline: float) -> Reading:
     upright (see the module's docstring); boxes always in the upload's pixels."""
     first = Reading(read(page))
     turn: Turn | None = None
-    if first.unreadable():
+    if len(first.words) < MIN_WORDS:
+        turn = _turn_from_ink(page, deadline)
+    elif first.unreadable():
         quarter = osd_quarter(page.path, deadline)
         if quarter:
             turn = Turn(quarter)
@@ -228,6 +272,18 @@ def read_upright(read: Reader, page: PageImage, deadline: float) -> Reading:
             level = read_turned(read, page, replace(turn, skew=round(slope, 1)))
             second = level if level.score > second.score else second
     return second if second.score > first.score else first
+
+
+def _turn_from_ink(page: PageImage, deadline: float) -> Turn | None:
+    """How to turn a page whose reading found next to nothing, from its ink: sideways lines
+    (OSD says which way; clockwise if it cannot), or a skew worth setting level."""
+    angle = ink_angle(page)
+    if angle is None:
+        return None
+    if abs(angle) > 45:  # the lines run up and down the page
+        quarter = osd_quarter(page.path, deadline)
+        return Turn(quarter if quarter % 2 else 1)
+    return Turn(0, angle) if abs(angle) >= SKEW_MIN_DEGREES else None
 
 
 def read_turned(read: Reader, page: PageImage, turn: Turn) -> Reading:

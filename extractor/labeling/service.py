@@ -43,7 +43,7 @@ from extractor.labeling.models import (
     utcnow,
 )
 from extractor.labeling.project_jobs import KIND as CREATE_PROJECT
-from extractor.labeling.replies import document_sizes_column
+from extractor.labeling.replies import measure_documents
 
 log = logging.getLogger(__name__)
 
@@ -281,13 +281,18 @@ class LabelingService:
             )
         with self.db.session() as session:
             rows = session.execute(
-                select(Document.id, Document.name, document_sizes_column().label("size"))
+                select(Document.id, Document.name, Document.size_bytes)
                 .where(Document.project_id == project_id)
                 .order_by(Document.position, Document.id)
                 .offset(offset)
                 .limit(limit)
-            )
-            return [{"id": row.id, "name": row.name, "size": int(row.size)} for row in rows]
+            ).all()
+            unmeasured = [row.id for row in rows if row.size_bytes is None]
+            measured = measure_documents(session, unmeasured) if unmeasured else {}
+            return [
+                {"id": row.id, "name": row.name, "size": measured.get(row.id, row.size_bytes)}
+                for row in rows
+            ]
 
     def document_count(self, project_id: str) -> int:
         """How many documents a project already shown has (to page through them)."""
