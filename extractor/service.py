@@ -37,6 +37,7 @@ from .media import (
     image_pages,
 )
 from .ocr import OcrOptions, TesseractEngine
+from .orientation import Reading, read_upright
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -55,6 +56,7 @@ class ExtractOptions:
     prompt: str | None = None  # audio: text that conditions the transcription (OpenAI 'prompt')
     temperature: float | None = None  # audio: decoding temperature; None keeps the fallback
     ocr_languages: str | None = None  # OCR: '+'-joined, overrides EXTRACTOR_OCR_LANGUAGES
+    ocr_rotate: bool | None = None  # OCR: turn pages upright; None: EXTRACTOR_OCR_ROTATE
 
 
 @dataclass
@@ -240,7 +242,7 @@ class Extractor:
         def job() -> Document:
             if sniffed.kind is MediaKind.AUDIO:
                 return self._audio(path, name, workdir, options, timings, cancel)
-            return self._ocr(path, name, sniffed, workdir, deadline, timings, options.ocr_languages)
+            return self._ocr(path, name, sniffed, workdir, deadline, timings, options)
 
         with timings.stage("queue+work"):
             return self.gate.run(job, deadline, cancel)
@@ -249,7 +251,7 @@ class Extractor:
 
     def _ocr(
         self, path: Path, name: str, sniffed: Sniffed, workdir: Path, deadline: float,
-        timings: Timings, languages: str | None = None,
+        timings: Timings, options: ExtractOptions,
     ) -> Document:  # fmt: skip
         max_pages = self.settings.max_pages
         if sniffed.kind is MediaKind.PDF:
@@ -269,15 +271,13 @@ class Extractor:
                 with PagesAhead(
                     pdf.count, lambda i: pdf.render(i, deadline), self.settings.page_parallelism
                 ) as ahead:
-                    per_page = self._ocr_pages(pdf.count, ahead.get, deadline, timings, languages)
+                    per_page = self._ocr_pages(pdf.count, ahead.get, deadline, timings, options)
             finally:
                 pdf.close()
         else:
             with timings.stage("decode"):
                 images = image_pages(path, workdir, max_pages)
-            per_page = self._ocr_pages(
-                len(images), images.__getitem__, deadline, timings, languages
-            )
+            per_page = self._ocr_pages(len(images), images.__getitem__, deadline, timings, options)
         if len(per_page) > 1 and self.settings.ocr_in_process_pages:
             # Pages leave 15-20 MB in the warm API and its heap (a 10-page 300 dpi PDF: 242 MB
             # after, 224 MB once renewed), which the next transcription's peak would stand on;
@@ -290,7 +290,7 @@ class Extractor:
 
     def _ocr_pages(
         self, count: int, page: Callable[[int], PageImage], deadline: float, timings: Timings,
-        languages: str | None,
+        options: ExtractOptions,
     ) -> list[tuple[Page, list[Line]]]:  # fmt: skip
         """OCR ``count`` pages, ``EXTRACTOR_OCR_PARALLEL_PAGES`` at a time, in page order.
 
@@ -308,7 +308,7 @@ class Extractor:
             image = page(index)
             warm = in_process.acquire(blocking=False)  # never, with 0 places
             try:
-                return self._ocr_page(image, deadline, timings, languages, in_process=warm)
+                return self._ocr_page(image, deadline, timings, options, in_process=warm)
             finally:
                 if warm:
                     in_process.release()
@@ -316,7 +316,7 @@ class Extractor:
         return self._pages_in_parallel(count, one)
 
     def _ocr_page(
-        self, image: PageImage, deadline: float, timings: Timings, languages: str | None,
+        self, image: PageImage, deadline: float, timings: Timings, options: ExtractOptions,
         *, in_process: bool = True,
     ) -> tuple[Page, list[Line]]:  # fmt: skip
         if image.derived:
@@ -325,13 +325,21 @@ class Extractor:
             # without, 339 with). PDF pages now render in their own process (media.PdfPages),
             # so for them this only returns what Tesseract freed from the previous page.
             trim_heap()
+
+        def read(page: PageImage) -> list[Line]:
+            return self.ocr.recognise(page, deadline, options.ocr_languages, in_process=in_process)
+
+        rotate = self.settings.ocr_rotate if options.ocr_rotate is None else options.ocr_rotate
         try:
             with timings.stage("engine"):
-                lines = self.ocr.recognise(image, deadline, languages, in_process=in_process)
+                reading = read_upright(read, image, deadline) if rotate else Reading(read(image))
         finally:
             if image.derived:  # a 300 dpi page is ~9 MB: don't keep a long PDF's pages on disk
                 image.path.unlink(missing_ok=True)
-        return Page(image.index, image.width, image.height), lines
+        turn = reading.turn
+        return Page(image.index, image.width, image.height, 90 * turn.quarter, turn.skew), (
+            reading.lines
+        )
 
     def _pages_in_parallel(self, count: int, work: Callable[[int], T]) -> list[T]:
         """Pages run concurrently (one Tesseract instance each), results kept in page order."""

@@ -30,6 +30,7 @@ from extractor.labeling.introspection import IntrospectionAnswers
 from extractor.labeling.jobs import JobHandler, JobQueue, WorkerPool
 from extractor.labeling.project_jobs import CreateProjectJob
 from extractor.labeling.query_limits import limit_errors, parse_bounded
+from extractor.labeling.replies import ReplyBudget, reply_chunks
 from extractor.labeling.service import LabelingService
 
 log = logging.getLogger(__name__)
@@ -214,26 +215,33 @@ def graphql_endpoint() -> tuple[Response, int]:
         errors = [format_error(error) for error in refusals]
         return jsonify({"data": None, "errors": errors, "extensions": {}}), 200
     answer = state.introspection.answer(
-        labeling_schema(), document, operations.get("operationName")
+        labeling_schema(), document, operations.get("operationName"), operations["query"]
     )
     if answer is not None:
         return jsonify({**answer, "extensions": {}}), 200
+    budget = ReplyBudget(state.settings)
     success, result = graphql_sync(
         labeling_schema(),
         operations,
         query_document=document,
-        context_value={"service": state.service, "caller": caller},
+        context_value={"service": state.service, "caller": caller, "reply": budget},
         error_formatter=format_error,
         debug=False,
         logger=request_error_log,
         middleware=[reject_nul_characters],
     )
+    if budget.refusal is not None:
+        # Refused whole: no document was read, and no part of the reply is sent.
+        log.info("refused a query of user %s: %s", caller.user_id, budget.refusal.message)
+        error = format_error(GraphQLError(budget.refusal.message, original_error=budget.refusal))
+        return jsonify({"data": None, "errors": [error], "extensions": {}}), 200
     result = dict(result)
     result.setdefault("data", None)
     result["extensions"] = result.get("extensions") or {}
     # GraphQL errors (auth included) travel in a 200 body: clients read `errors`, not the status.
     _ = success
-    return jsonify(result), 200
+    whole, pieces = reply_chunks(result, state.db)
+    return Response(pieces if whole is None else whole, mimetype="application/json"), 200
 
 
 def create_labeling_app(

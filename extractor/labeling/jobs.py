@@ -33,6 +33,7 @@ from typing import Any, Protocol, cast
 from sqlalchemy import CursorResult, delete, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
+from extractor.heap import limit_heap_retention, trim_heap
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.db import Database
 from extractor.labeling.errors import JobFailure, JobInterrupted, StorageError
@@ -480,6 +481,10 @@ class WorkerPool:
         """Start the worker threads (idempotent)."""
         if self._threads:
             return
+        # A job's memory (a reply of up to OUTBOUND_MAX_REPLY_BYTES, its text, what parsing it
+        # made) goes back to the system when the job ends: fixed mmap and trim thresholds and
+        # one arena, so that what one job thread freed is not held for it alone (issue 18).
+        limit_heap_retention()
         self._stopping.clear()
         for index in range(self.size):
             thread = threading.Thread(
@@ -564,6 +569,8 @@ class WorkerPool:
                 log.exception("job %s crashed", job.id)
                 crash = JobFailure("internal error while running the job (see the server log)")
                 self._settle(partial(self.queue.fail, job.id, worker_id, crash))
+            finally:
+                trim_heap()  # ~1 ms per job: the job's garbage is not the process's new size
 
     @staticmethod
     def _settle(action: Callable[[], object]) -> None:

@@ -27,6 +27,7 @@ from extractor.labeling.documents import (
 from extractor.labeling.errors import JobFailure
 from extractor.labeling.jobs import JobRun, step_results
 from extractor.labeling.models import CustomAPI, Document, JobUpload, Project, Tag
+from extractor.labeling.reply_json import extraction_limits
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,13 @@ class CreateProjectJob:
             api.endpoint_url, upload.filename, upload.content, api.secret_token
         )
         importable = importable_from_reply(
-            upload.filename, kind, reply.content_type, reply.content, reply.charset, budget
+            upload.filename,
+            kind,
+            reply.content_type,
+            reply.content,
+            reply.charset,
+            budget,
+            extraction_limits(self.client.settings),
         )
         if not importable["cells"]:
             log.info("custom API %s found no text in %r", api.id, upload.filename)

@@ -43,6 +43,7 @@ from extractor.labeling.models import (
     utcnow,
 )
 from extractor.labeling.project_jobs import KIND as CREATE_PROJECT
+from extractor.labeling.replies import measure_documents
 
 log = logging.getLogger(__name__)
 
@@ -267,13 +268,9 @@ class LabelingService:
                 return None
             return project_view(project)
 
-    def documents(
-        self, project_id: str, offset: int, limit: int, *, with_importable: bool
-    ) -> list[dict[str, Any]]:
-        """One page of a project's documents, in upload order, for a project already shown.
-
-        ``with_importable`` False reads names only: listing a project never loads its cells.
-        """
+    def documents(self, project_id: str, offset: int, limit: int) -> list[dict[str, Any]]:
+        """One page of a project's documents, in upload order, for a project already shown:
+        each one's id, name and stored size, never its cells (see :mod:`replies`)."""
         if offset < 0:
             raise UserInputError("documents offset must be 0 or more")
         if limit < 0:
@@ -282,21 +279,18 @@ class LabelingService:
             raise LimitExceededError.of_setting(
                 self.settings, "max_documents_page", f"A page of {limit} documents is too long"
             )
-        columns: list[Any] = [Document.id, Document.name]
-        if with_importable:
-            columns.append(Document.importable)
         with self.db.session() as session:
             rows = session.execute(
-                select(*columns)
+                select(Document.id, Document.name, Document.size_bytes)
                 .where(Document.project_id == project_id)
                 .order_by(Document.position, Document.id)
                 .offset(offset)
                 .limit(limit)
-            )
+            ).all()
+            unmeasured = [row.id for row in rows if row.size_bytes is None]
+            measured = measure_documents(session, unmeasured) if unmeasured else {}
             return [
-                {"id": row.id, "name": row.name, "importable": row.importable}
-                if with_importable
-                else {"id": row.id, "name": row.name}
+                {"id": row.id, "name": row.name, "size": measured.get(row.id, row.size_bytes)}
                 for row in rows
             ]
 

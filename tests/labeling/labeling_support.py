@@ -7,6 +7,7 @@ directory's conftest.py is imported under that one name.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -592,3 +593,95 @@ def auto_label(server: LabelingServer, user: User, project_id: str, url: str) ->
     """Queue auto-labeling one line per request; the job id."""
     data = server.ok(AUTO_LABEL, auto_label_input(user.email, project_id, url), token=user.token)
     return str(data["result"]["id"])
+
+
+def group_rss(group: int) -> int:
+    """Resident bytes of every process in the process group (gunicorn's master and workers)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            # Fields after the command name (which may hold spaces): state ppid pgrp ...
+            if int(stat.rsplit(")", 1)[1].split()[2]) != group:
+                continue
+            status = Path(f"/proc/{entry}/status").read_text()
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
+# -- hostile prediction replies (issue 18) ----------------------------------------------------
+
+# The one line of the project the hostile replies are sent for (their spans fit in it).
+CELL_TEXT = "John met Mary in Paris"
+
+
+@functools.cache
+def hostile_prediction_replies(
+    scale: int, document_id: str = "d1", sentence: int = 0
+) -> dict[str, tuple[bytes, str]]:
+    """Each attack shape on the prediction reply (issue 18's and others), ``scale`` times the
+    issue's size: shape -> (reply body, what the job's reason must say)."""
+    entity = b'{"label": "PER", "start_char": 0, "end_char": 4}'
+
+    def reply(entities: bytes, document: bytes = b"") -> bytes:
+        return (
+            b'{"documents": [{"id": "' + document_id.encode() + b'", "labels": [{"id": '
+            + str(sentence).encode() + b', "entities": [' + entities + b"]}]" + document + b"}]}"
+        )  # fmt: skip
+
+    deep = 100_000 * scale
+    empty_entities = 300_000 * scale
+    return {
+        # Attack 3: nesting at the top level, inside `labels`, and of objects.
+        "deep-arrays": (b"[" * deep + b"]" * deep, "nested too deeply"),
+        "deep-in-labels": (
+            b'{"documents": [{"id": "d", "labels": ' + b"[" * deep + b"]" * deep + b"}]}",
+            "nested too deeply",
+        ),
+        "deep-objects": (b'{"a": ' * deep + b"1" + b"}" * deep, "nested too deeply"),
+        # Attack 4: every entity empty (one schema error each); 2x is past the values limit.
+        "empty-entities": (
+            reply(b",".join([b"{}"] * empty_entities)),
+            "malformed: at documents/0/labels/0/entities/0" if scale == 1 else "too many values",
+        ),
+        # Attack 5: 400,000 labels (16 MB), 10 million empty lists (30 MB).
+        "many-labels": (reply(b",".join([entity] * 400_000 * scale)), "too many values"),
+        "empty-lists": (
+            b'{"documents": [], "x": [' + b",".join([b"[]"] * 10_000_000 * scale) + b"]}",
+            "too many values",
+        ),
+        # Shapes not in the issue.
+        "entities-past-limit": (
+            reply(b",".join([entity] * (20_000 * scale + 1))),
+            "more than 20000 entities",
+        ),
+        "many-keys": (
+            b"{" + b",".join(b'"k%d": 0' % i for i in range(1_000_000 * scale)) + b"}",
+            "too many values",
+        ),
+        "huge-string": (
+            reply(
+                b'{"label": "' + b"P" * (10 * 1024 * 1024 * scale) + b'", "start_char": 0, '
+                b'"end_char": 4}'
+            ),
+            "string too long",
+        ),
+        "long-number": (
+            reply(b'{"label": "P", "start_char": ' + b"9" * 10_000 * scale + b', "end_char": 4}'),
+            "number too long",
+        ),
+        "duplicate-keys": (
+            reply(entity, b', "labels": []'),
+            "repeating a key",
+        ),
+        "lone-surrogate": (
+            reply(b'{"label": "\\ud800", "start_char": 0, "end_char": 4}'),
+            "unpaired UTF-16 surrogate",
+        ),
+    }
