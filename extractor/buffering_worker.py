@@ -34,6 +34,7 @@ from __future__ import annotations
 import errno
 import logging
 import selectors
+import socket
 import time
 from concurrent.futures import Future
 from contextlib import suppress
@@ -180,7 +181,9 @@ class BufferingThreadWorker(ThreadWorker):
 
     def finish_request(self, conn: Any, fs: Future[Any]) -> None:
         """Free the request's spool; a request the client pipelined behind it is received
-        next, since the socket will not signal bytes already read."""
+        next, since the socket will not signal bytes already read. A connection that ends is
+        closed without blocking: gthread's graceful close waits up to 2 s in the main loop for
+        the client to close its side, and a client that never does would stall every other."""
         if not isinstance(conn, BufferedConn):
             super().finish_request(conn, fs)
             return
@@ -192,8 +195,10 @@ class BufferingThreadWorker(ThreadWorker):
         kept = not fs.cancelled() and fs.exception() is None and fs.result() is True
         if pipelined and kept and self.alive:
             self.start_intake(conn, pipelined)
-            return
-        super().finish_request(conn, fs)
+        elif kept:
+            super().finish_request(conn, fs)  # back to the poller, kept alive
+        else:
+            self.linger_close(conn)
 
     # -- deadlines and refusals -------------------------------------------------------------
     def wait_for_and_dispatch_events(self, timeout: float) -> None:
@@ -241,17 +246,24 @@ class BufferingThreadWorker(ThreadWorker):
             conn.intake = None
 
     def refuse(self, conn: BufferedConn, refusal: Refusal, retry_after: int | None = None) -> None:
-        """Answer ``refusal`` and close: the response goes out, then what the client still
-        sends is read and discarded for up to LINGER_SECONDS, since closing a socket with
-        unread bytes would reset it and the client might never see the answer."""
+        """Answer ``refusal`` (a small response: the socket's buffer takes it whole) and
+        close the connection."""
         with suppress(OSError):
             conn.sock.send(refusal_bytes(self.limits, refusal, retry_after))
-            conn.sock.shutdown(1)  # SHUT_WR: the client reads the answer, then end of stream
         if refusal.status != 503:
             log.info("refused a request: %s %s", refusal.status, refusal.message)
+        self.linger_close(conn)
+
+    def linger_close(self, conn: BufferedConn) -> None:
+        """Close after the response, in the main loop without waiting: the write side is shut
+        (the client reads the answer, then end of stream) and what the client still sends is
+        read and dropped for up to LINGER_SECONDS, since closing a socket with unread bytes
+        would reset it and the client might lose the answer."""
         try:
+            conn.sock.setblocking(False)
+            conn.sock.shutdown(socket.SHUT_WR)
             self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_linger, conn))
-        except (OSError, ValueError):
+        except (OSError, ValueError, KeyError):
             self.close(conn)
             return
         self.lingering[conn] = time.monotonic() + LINGER_SECONDS

@@ -108,6 +108,13 @@ class Settings:
     max_upload_bytes: int = _setting(200 * 1024 * 1024, "Largest accepted upload in bytes (413).")
     max_pages: int = _setting(100, "Most pages (PDF pages, TIFF frames) in one document (413).")
     max_audio_seconds: float = _setting(3 * 3600.0, "Longest accepted audio, in seconds (413).")
+    audio_chunk_seconds: float = _setting(
+        30.0,
+        "Seconds of decoded audio a worker holds at once: longer audio is decoded in pieces of"
+        " this length into a temporary file (64 KB per second and channel) and transcribed in"
+        " windows of at most this length, cut at quiet moments. 30 is one Whisper window; more"
+        " raises a worker's peak RSS (VAD and features grow with it), less cuts speech more often.",
+    )
     max_ocr_languages: int = _setting(
         3, "Most Tesseract languages one request may name in ?ocr_languages= (400)."
     )

@@ -215,7 +215,7 @@ def graphql_endpoint() -> tuple[Response, int]:
         errors = [format_error(error) for error in refusals]
         return jsonify({"data": None, "errors": errors, "extensions": {}}), 200
     answer = state.introspection.answer(
-        labeling_schema(), document, operations.get("operationName")
+        labeling_schema(), document, operations.get("operationName"), operations["query"]
     )
     if answer is not None:
         return jsonify({**answer, "extensions": {}}), 200

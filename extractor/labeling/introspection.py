@@ -46,7 +46,8 @@ from graphql import (
     validate,
 )
 
-# Answers kept at once: each is at most one schema description (46 KB), its key one query text.
+# Answers kept at once (each twice: under the text sent and the text printed): each is at most
+# one schema description (46 KB), its keys two query texts.
 CACHED_ANSWERS = 32
 
 
@@ -239,9 +240,23 @@ class IntrospectionAnswers:
         self._lock = threading.Lock()
 
     def answer(
-        self, schema: GraphQLSchema, document: DocumentNode, operation_name: str | None
+        self,
+        schema: GraphQLSchema,
+        document: DocumentNode,
+        operation_name: str | None,
+        source: str = "",
     ) -> dict[str, Any] | None:
-        """The reply (``{"data": ...}``) to a cacheable introspection request, else None."""
+        """The reply (``{"data": ...}``) to a cacheable introspection request, else None.
+
+        Kept under the query's ``source`` text as sent (a tool sends the same text each time)
+        and under its printed form, the same for any spelling (printing it costs 14 ms).
+        """
+        sent = (id(schema), source, operation_name)
+        with self._lock:
+            found = self._answers.get(sent) if source else None
+            if found is not None:
+                self._answers.move_to_end(sent)
+                return found
         operation = chosen_operation(document, operation_name)
         fragments = {
             d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
@@ -256,7 +271,7 @@ class IntrospectionAnswers:
         with self._lock:
             found = self._answers.get(key)
             if found is not None:
-                self._answers.move_to_end(key)
+                self._remember(sent, found)
                 return found
         if validate(schema, document):
             return None  # answered the usual way, with its errors
@@ -265,7 +280,16 @@ class IntrospectionAnswers:
             return None
         answer = {"data": result.data}
         with self._lock:
-            self._answers[key] = answer
-            while len(self._answers) > self.size:
-                self._answers.popitem(last=False)
+            self._remember(key, answer)
+            self._remember(sent, answer)
         return answer
+
+    def _remember(self, key: tuple[int, str, str | None], answer: dict[str, Any]) -> None:
+        """Keep ``answer`` under ``key`` as the newest, dropping the oldest beyond the size
+        (an empty source text is never a key). Called with the lock held."""
+        if not key[1]:
+            return
+        self._answers[key] = answer
+        self._answers.move_to_end(key)
+        while len(self._answers) > self.size:
+            self._answers.popitem(last=False)

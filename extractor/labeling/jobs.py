@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -92,6 +92,21 @@ class JobYielded(JobInterrupted):
 def _leased(job: Any, now: datetime) -> Any:
     """Jobs a worker holds right now (``job`` is :class:`Job` or an alias of it)."""
     return (job.status == IN_PROGRESS) & job.locked_by.is_not(None) & (job.locked_until >= now)
+
+
+def iter_step_results(session: Session, job_id: str) -> Iterator[Any]:
+    """The data of the job's finished steps, in step order, read one step at a time: a
+    delivery that writes each as it comes holds one step's data, not the whole job's (500
+    documents of 200 KB each were +500 MB read at once, issue 18)."""
+    steps = list(
+        session.scalars(
+            select(JobResult.step).where(JobResult.job_id == job_id).order_by(JobResult.step)
+        )
+    )
+    for step in steps:
+        yield session.scalar(
+            select(JobResult.data).where(JobResult.job_id == job_id, JobResult.step == step)
+        )
 
 
 def step_results(session: Session, job_id: str) -> list[Any]:

@@ -158,6 +158,10 @@ class Document(Base):
     """One uploaded file of a project, kept whole in the Importable format (cells and labels)."""
 
     __tablename__ = "documents"
+    # Everything a page of documents reads, so it never touches a document's text (0006).
+    __table_args__ = (
+        Index("ix_documents_page", "project_id", "position", "id", "name", "size_bytes"),
+    )
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     project_id: Mapped[str] = mapped_column(
         ForeignKey("projects.id", ondelete="CASCADE"), index=True

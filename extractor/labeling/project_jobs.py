@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from extractor.labeling.clients import ExtractorClient
@@ -25,7 +25,7 @@ from extractor.labeling.documents import (
     importable_from_text,
 )
 from extractor.labeling.errors import JobFailure
-from extractor.labeling.jobs import JobRun, step_results
+from extractor.labeling.jobs import JobRun, iter_step_results
 from extractor.labeling.models import CustomAPI, Document, JobUpload, Project, Tag
 from extractor.labeling.reply_json import extraction_limits
 
@@ -57,7 +57,7 @@ class CreateProjectJob:
         budget = TextBudget.from_settings(self.client.settings)
         if done:
             with self.db.session() as session:
-                for result in step_results(session, job_id):
+                for result in iter_step_results(session, job_id):
                     cells = result["importable"]["cells"]
                     budget.project_lines += len(cells)
                     budget.project_tokens += sum(len(cell["tokens"]) for cell in cells)
@@ -67,28 +67,30 @@ class CreateProjectJob:
         """Extract each upload not yet done, in order, storing each document; then deliver."""
         payload = run.job.payload
         kind = payload["kind"]
-        uploads = self._uploads(run.job.id)
+        uploads = self._upload_count(run.job.id)
         api = self._custom_api(payload) if kind in ("OCR", "AUDIO") else None
         done: int = (run.job.checkpoint or {}).get("uploadsDone", 0)
         budget = self._budget(run.job.id, done)  # lines and tokens (issue 11)
-        for index in range(done, len(uploads)):
+        for index in range(done, uploads):
             run.check()
-            upload = uploads[index]
+            upload = self._upload(run.job.id, index)  # one at a time: 500 x 100 KB is 50 MB
             if api is None:
                 text = decode_text(upload.content, f"{upload.filename!r}")
                 importable = importable_from_text(upload.filename, kind, text, budget)
             else:
                 importable = self._extract(api, kind, upload, budget)
             run.progress(
-                int(100 * (index + 1) / len(uploads)),
+                int(100 * (index + 1) / uploads),
                 {"uploadsDone": index + 1},
                 result=(index, {"name": upload.filename, "importable": importable}),
             )
-            if index + 1 < len(uploads):
+            if index + 1 < uploads:
                 run.share_point()
 
         def write(session: Session) -> str:
-            documents = [(d["name"], d["importable"]) for d in step_results(session, run.job.id)]
+            """Create the project, then its documents one by one from the step results: each is
+            inserted and dropped from the session before the next is read, so delivery holds
+            one document, not the project (500 documents were +500 MB at once)."""
             project = Project(
                 name=payload["name"],
                 kind=kind,
@@ -98,23 +100,42 @@ class CreateProjectJob:
             tag_ids = payload.get("tagIds") or []
             if tag_ids:
                 project.tags = list(session.scalars(select(Tag).where(Tag.id.in_(tag_ids))))
-            project.documents = [
-                Document(position=index, name=name, importable=importable)
-                for index, (name, importable) in enumerate(documents)
-            ]
             session.add(project)
             session.flush()
+            for index, built in enumerate(iter_step_results(session, run.job.id)):
+                document = Document(
+                    project_id=project.id,
+                    position=index,
+                    name=built["name"],
+                    importable=built["importable"],
+                )
+                session.add(document)
+                session.flush()
+                session.expunge(document)
+                del built, document
             session.execute(delete(JobUpload).where(JobUpload.job_id == run.job.id))
             return project.id
 
         run.deliver(write)
 
-    def _uploads(self, job_id: str) -> list[Upload]:
+    def _upload_count(self, job_id: str) -> int:
         with self.db.session() as session:
-            rows = session.scalars(
-                select(JobUpload).where(JobUpload.job_id == job_id).order_by(JobUpload.position)
+            return int(
+                session.scalar(
+                    select(func.count()).select_from(JobUpload).where(JobUpload.job_id == job_id)
+                )
+                or 0
             )
-            return [Upload(row.position, row.filename, row.content) for row in rows]
+
+    def _upload(self, job_id: str, position: int) -> Upload:
+        """The upload at ``position`` (0, 1, ... as stored with the job)."""
+        with self.db.session() as session:
+            row = session.execute(
+                select(JobUpload.filename, JobUpload.content).where(
+                    JobUpload.job_id == job_id, JobUpload.position == position
+                )
+            ).one()
+            return Upload(position, row.filename, row.content)
 
     def _custom_api(self, payload: dict[str, Any]) -> CustomAPI:
         with self.db.session() as session:

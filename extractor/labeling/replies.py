@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Text, cast, select
+from sqlalchemy.orm import Session
 
 from extractor.heap import trim_heap
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.db import Database
 from extractor.labeling.errors import LimitExceededError
-from extractor.labeling.models import Document
+from extractor.labeling.models import Document, stored_size
 
 # Bytes of a document's text encoded and written at a time (the WSGI server sends each piece).
 WRITE_BYTES = 1024 * 1024
@@ -63,11 +64,15 @@ class ReplyBudget:
             raise self.refusal
         maximum = self.settings.max_reply_bytes
         if self.used + size > maximum:
+            advice = (
+                f"document {document_id} alone has {size} bytes: only a higher limit can send it"
+                if size > maximum
+                else "ask for fewer documents at a time (documents(offset, limit))"
+            )
             self.refusal = LimitExceededError.of_setting(
                 self.settings,
                 "max_reply_bytes",
-                f"The reply would carry more than {maximum} bytes of documents; ask for fewer "
-                "documents at a time (documents(offset, limit))",
+                f"The reply would carry more than {maximum} bytes of documents; {advice}",
             )
             raise self.refusal
         self.used += size
@@ -76,14 +81,13 @@ class ReplyBudget:
         return stored
 
 
-def document_sizes_column() -> Any:
-    """A document's bytes as recorded, measured from its text where no size was recorded (a
-    row written around the ORM), so the budget never under-counts."""
-    from sqlalchemy import func
-
-    from extractor.labeling.models import stored_size
-
-    return func.coalesce(Document.size_bytes, stored_size(Document.importable))
+def measure_documents(session: Session, document_ids: list[str]) -> dict[str, int]:
+    """The stored bytes of documents with no recorded size (rows written around the ORM), so
+    the budget never under-counts; every document the service writes has its size already."""
+    rows = session.execute(
+        select(Document.id, stored_size(Document.importable)).where(Document.id.in_(document_ids))
+    )
+    return {document_id: int(size or 0) for document_id, size in rows}
 
 
 def stored_text(db: Database, document_id: str) -> str | None:

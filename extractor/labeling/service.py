@@ -43,7 +43,8 @@ from extractor.labeling.models import (
     utcnow,
 )
 from extractor.labeling.project_jobs import KIND as CREATE_PROJECT
-from extractor.labeling.replies import document_sizes_column
+from extractor.labeling.quotas import reserve_custom_api, reserve_tag
+from extractor.labeling.replies import measure_documents
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +177,12 @@ class LabelingService:
         with self.db.session() as session:
             if session.scalar(select(Tag.id).where(owner, Tag.name == name)) is not None:
                 raise UserInputError(f"A tag named {name!r} already exists")
+            reserve_tag(
+                session,
+                self.settings,
+                user_id=caller.user_id,
+                team_id=None if team_id is None else str(team_id),
+            )
             tag = (
                 Tag(name=name, team_id=str(team_id))
                 if team_id is not None
@@ -219,6 +226,7 @@ class LabelingService:
             created_by=caller.user_id,
         )
         with self.db.session() as session:
+            reserve_custom_api(session, self.settings, team_id)
             session.add(api)
             session.flush()
             return custom_api_view(api)
@@ -281,13 +289,18 @@ class LabelingService:
             )
         with self.db.session() as session:
             rows = session.execute(
-                select(Document.id, Document.name, document_sizes_column().label("size"))
+                select(Document.id, Document.name, Document.size_bytes)
                 .where(Document.project_id == project_id)
                 .order_by(Document.position, Document.id)
                 .offset(offset)
                 .limit(limit)
-            )
-            return [{"id": row.id, "name": row.name, "size": int(row.size)} for row in rows]
+            ).all()
+            unmeasured = [row.id for row in rows if row.size_bytes is None]
+            measured = measure_documents(session, unmeasured) if unmeasured else {}
+            return [
+                {"id": row.id, "name": row.name, "size": measured.get(row.id, row.size_bytes)}
+                for row in rows
+            ]
 
     def document_count(self, project_id: str) -> int:
         """How many documents a project already shown has (to page through them)."""

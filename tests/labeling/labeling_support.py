@@ -595,6 +595,26 @@ def auto_label(server: LabelingServer, user: User, project_id: str, url: str) ->
     return str(data["result"]["id"])
 
 
+def group_rss(group: int) -> int:
+    """Resident bytes of every process in the process group (gunicorn's master and workers)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            # Fields after the command name (which may hold spaces): state ppid pgrp ...
+            if int(stat.rsplit(")", 1)[1].split()[2]) != group:
+                continue
+            status = Path(f"/proc/{entry}/status").read_text()
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
 # -- hostile prediction replies (issue 18) ----------------------------------------------------
 
 # The one line of the project the hostile replies are sent for (their spans fit in it).

@@ -15,6 +15,7 @@ import pytest
 from labeling_support import (
     AUTO_LABEL,
     CELL_TEXT,
+    CREATE_PROJECT,
     FakeAPI,
     Received,
     Reply,
@@ -64,6 +65,7 @@ def wait_job(client: Client, job_id: str, timeout: float = 180) -> dict[str, Any
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_hostile_replies_cost_the_serving_process_under_150_mb_each(
     tmp_path: Path, processes: list[ServiceProcess]
 ) -> None:
@@ -136,6 +138,86 @@ def test_hostile_replies_cost_the_serving_process_under_150_mb_each(
             assert after - baseline < 50 * MB, (
                 f"{shape} x{scale} kept {(after - baseline) / MB:.0f} MB"
             )
+    finally:
+        model.stop()
+    assert server.terminate() == 0
+
+
+def one_label_per_line(request: Received) -> Reply:
+    """A prediction API labeling the first word of every sentence."""
+    body = request.json()
+    documents = [
+        {
+            "id": document["id"],
+            "labels": [
+                {
+                    "id": sentence["id"],
+                    "entities": [
+                        {"label": "W", "start_char": 0, "end_char": sentence["text"].index(" ")}
+                    ],
+                }
+                for sentence in document["sentences"]
+            ],
+        }
+        for document in body["documents"]
+    ]
+    return 200, {"Content-Type": "application/json"}, json.dumps({"documents": documents}).encode()
+
+
+@pytest.mark.slow
+def test_a_104_kb_upload_mapped_to_500_documents_costs_under_150_mb(
+    tmp_path: Path, processes: list[ServiceProcess]
+) -> None:
+    """Attack 5's last shape: one 104 KB file (200 lines of 10 50-character words) mapped to
+    all 500 documents of a project, at the line and token limits of a project; then the
+    project auto-labeled, one label per line (100,000 labels). The project job and the
+    auto-labeling job each grow the server by less than 150 MB, and the memory comes back."""
+    if not Path("/proc/self/status").exists():
+        pytest.skip("needs /proc to read the server's memory")
+    env = cli_env(f"sqlite:///{tmp_path / 'rss.db'}", tmp_path, prediction_read_timeout=60)
+    made = json.loads(run_cli(env, "add-user", "tenant@example.com", "--team", "Acme").stdout)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = ServiceProcess(env, "serve", "--bind", f"127.0.0.1:{port}", log=tmp_path / "s.log")
+    processes.append(server)
+    server.wait_healthy(url)
+    client = Client(url, made["token"])
+    # Warm up with a small project and one auto-labeling of it.
+    warm = client.upload("notes.txt", CELL_TEXT.encode(), teamId=made["teamId"])
+    warm_id = wait_job(client, warm["data"]["createProject"]["id"])["resultId"]
+    model = FakeAPI(one_label_per_line).start()
+    try:
+        run = client.gql(
+            AUTO_LABEL, auto_label_input("tenant@example.com", warm_id, model.url, per_request=0)
+        )
+        assert wait_job(client, run["data"]["result"]["id"])["status"] == "DELIVERED"
+        baseline = group_rss(server.process.pid)
+
+        line = " ".join(f"w{i:02d}" + "x" * 47 for i in range(10))  # 10 tokens, 519 bytes
+        content = ("\n".join([line] * 200) + "\n").encode()
+        paths = [f"variables.input.documents.{i}" for i in range(500)]
+        variables = {
+            "input": {"name": "Big", "kind": "TOKEN_BASED", "documents": [None] * 500,
+                      "teamId": made["teamId"]},
+        }  # fmt: skip
+        with PeakSampler(server.process.pid) as created:
+            response = client.http.post(
+                "/graphql",
+                data={
+                    "operations": json.dumps({"query": CREATE_PROJECT, "variables": variables}),
+                    "map": json.dumps({"0": paths}),
+                },
+                files={"0": ("big.txt", content, "text/plain")},
+            )
+            assert response.status_code == 200, response.text
+            job = wait_job(client, response.json()["data"]["createProject"]["id"])
+        assert job["status"] == "DELIVERED", job
+        after_create = group_rss(server.process.pid)
+        print(
+            f"{len(content) / 1024:.0f} KB x 500 documents: RSS {baseline / MB:.0f} -> peak "
+            f"{created.peak / MB:.0f} -> {after_create / MB:.0f} MB"
+        )
+        assert created.peak - baseline < GROWTH_LIMIT
     finally:
         model.stop()
     assert server.terminate() == 0
