@@ -167,6 +167,14 @@ class LabelingSettings:
     max_documents_page: int = _setting(
         20, "Most documents one `documents(offset, limit)` page returns (its default `limit`)."
     )
+    max_tags_per_owner: int = _setting(
+        1000,
+        "Tags one user keeps (personal), and one team keeps: their lists are not paged, so this "
+        "bounds `getPersonalTags`, `getTags` and a project's `tags`.",
+    )
+    max_custom_apis_per_team: int = _setting(
+        100, "Custom APIs one team keeps (`getCustomAPIs` is not paged)."
+    )
     max_reply_bytes: int = _setting(
         32 * 1024 * 1024,
         "Bytes of documents (`importable`, counted as stored) one GraphQL reply may carry; a "
