@@ -70,6 +70,11 @@ class Settings:
         "Bytes per second an upload at least this fast never times out (a 200 MB upload has"
         " 30 s + 2,000 s); a body dribbled slower gets its 408 after ~EXTRACTOR_BODY_TIMEOUT.",
     )
+    send_timeout: float = _setting(
+        30.0,
+        "Seconds a client may take to read a reply, plus 1 s per EXTRACTOR_BODY_MIN_RATE bytes"
+        " of it; then the connection is closed and the thread serving it freed.",
+    )
     max_pending_connections: int = _setting(
         256,
         "Requests one worker may be receiving at once (their bodies spooled to memory up to"
@@ -108,6 +113,13 @@ class Settings:
     max_upload_bytes: int = _setting(200 * 1024 * 1024, "Largest accepted upload in bytes (413).")
     max_pages: int = _setting(100, "Most pages (PDF pages, TIFF frames) in one document (413).")
     max_audio_seconds: float = _setting(3 * 3600.0, "Longest accepted audio, in seconds (413).")
+    audio_chunk_seconds: float = _setting(
+        30.0,
+        "Seconds of decoded audio a worker holds at once: longer audio is decoded in pieces of"
+        " this length into a temporary file (64 KB per second and channel) and transcribed in"
+        " windows of at most this length, cut at quiet moments. 30 is one Whisper window; more"
+        " raises a worker's peak RSS (VAD and features grow with it), less cuts speech more often.",
+    )
     max_ocr_languages: int = _setting(
         3, "Most Tesseract languages one request may name in ?ocr_languages= (400)."
     )
@@ -217,7 +229,7 @@ class Settings:
             if getattr(self, name) < 0:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must not be negative")
         if min(self.request_timeout, self.max_audio_seconds, self.pdf_page_timeout,
-               self.header_timeout, self.body_timeout) <= 0:  # fmt: skip
+               self.header_timeout, self.body_timeout, self.send_timeout) <= 0:  # fmt: skip
             raise SettingsError("timeouts and durations must be positive")
         if min(self.speakers_max_seconds, self.speakers_min_speech) <= 0:
             raise SettingsError("speaker durations must be positive")

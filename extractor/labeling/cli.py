@@ -260,6 +260,7 @@ def intake_limits(settings: LabelingSettings) -> IntakeLimits:
         body_timeout=settings.body_timeout,
         min_body_rate=settings.body_min_rate,
         max_pending=settings.max_pending_connections,
+        send_timeout=settings.send_timeout,
         max_body_bytes=settings.max_upload_bytes,
         error_body=graphql_error,
     )

@@ -41,6 +41,7 @@ from extractor.labeling.models import (
     team_members,
 )
 from extractor.labeling.project_jobs import KIND as CREATE_PROJECT
+from extractor.labeling.quotas import reserve_custom_api, reserve_tag
 from extractor.labeling.replies import measure_documents
 
 log = logging.getLogger(__name__)
@@ -194,6 +195,12 @@ class LabelingService:
         with self.db.session() as session:
             if session.scalar(select(Tag.id).where(owner, Tag.name == name)) is not None:
                 raise UserInputError(f"A tag named {name!r} already exists")
+            reserve_tag(
+                session,
+                self.settings,
+                user_id=caller.user_id,
+                team_id=None if team_id is None else str(team_id),
+            )
             tag = (
                 Tag(name=name, team_id=str(team_id))
                 if team_id is not None
@@ -237,6 +244,7 @@ class LabelingService:
             created_by=caller.user_id,
         )
         with self.db.session() as session:
+            reserve_custom_api(session, self.settings, team_id)
             session.add(api)
             session.flush()
             return custom_api_view(api)
