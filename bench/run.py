@@ -65,6 +65,8 @@ WHY = {
     " per-input rows for what one request costs. A ready worker holds ~205 MB; CTranslate2's"
     " encoder needs ~60 MB for every 30 s window and PDFium ~85 MB to render one scanned 300-dpi"
     " page.",
+    "stages": "See the stage table: the request's own stages (receive, reply) take 10-30 ms;"
+    " the rest is the model stage, where the worker's heap settings cost page faults.",
     "long": "See the decoder row of the memory table.",
     "peak": "See the per-input peak table: a ready worker holds ~220 MB and CTranslate2's"
     " encoder needs ~60 MB for any 30 s window (tiny.en's 6 heads x 1500^2 attention scores in"
@@ -87,6 +89,8 @@ class Plan:
     memory_first: int = 20
     memory_total: int = 500
     health_seconds: float = 6.0
+    stage_rounds: int = 7  # per clip and side, bench/stages.py
+    stage_clips: tuple[int, ...] = (3, 6, 11, 15, 60)  # seconds
 
 
 QUICK = Plan(
@@ -100,6 +104,8 @@ QUICK = Plan(
     memory_first=4,
     memory_total=12,
     health_seconds=1.5,
+    stage_rounds=1,
+    stage_clips=(3, 11),
 )
 
 
@@ -315,7 +321,8 @@ class Bench:
 
     def default_server(self, samples: Path | None) -> None:
         """Everything measured on a server with default settings."""
-        server = Server(log_dir=self.work, name="default")
+        # debug: the engine logs each window's stages, which the stage table reads (stages.py)
+        server = Server(log_dir=self.work, name="default", log_level="debug")
         with server:
             ready = server.wait_ready(self.workers)
             log.info("default server ready in %.1f s with %d workers", ready, self.workers)
@@ -324,6 +331,7 @@ class Bench:
             self.report.memory.append(
                 MemoryRow("default engine, ready, before any request", self.idle_rss)
             )
+            self.stages(server)
             with peak_of(server, self.report, "the mixed requests"):
                 self.memory(server)
             with peak_of(server, self.report, "A4 page and 10-page PDF OCR"):
@@ -372,6 +380,32 @@ class Bench:
                     f"<= {PEAK_TARGET_MB} MB",
                     peak.peak_mb <= PEAK_TARGET_MB and peak.status == 200,
                     WHY["peak"],
+                )
+            )
+
+    def stages(self, server: Server) -> None:
+        """Speech clips of 3 to 60 s, stage by stage, against bare faster-whisper."""
+        from . import stages
+
+        rounds = self.plan.stage_rounds
+        with section(f"speech stages: clips of {self.plan.stage_clips} s, {rounds} rounds"):
+            clips = stages.espeak_clips(self.work / "clips", self.plan.stage_clips)
+            bare = stages.BareTimed(self.defaults)
+            results = stages.measure(clips, bare, stages.ServerTimed(server), rounds)
+        self.report.tables.append(
+            ("Speech, one request, stage by stage (bench/stages.py)", stages.markdown(results))
+        )
+        for r in results:
+            self.report.add(
+                Row(
+                    f"Speech overhead: {r.clip.seconds:g} s clip ({r.clip.source}), one request"
+                    f" (median of {len(r.server)})",
+                    f"bare faster-whisper: {fmt_s(r.bare_s())}",
+                    f"{fmt_s(r.server_s())} ({(r.server_s() - r.bare_s()) * 1000:+.0f} ms)",
+                    r.ratio(),
+                    r.target(),
+                    r.met(),
+                    WHY["stages"],
                 )
             )
 

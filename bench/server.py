@@ -41,8 +41,9 @@ class Server:
 
     def __init__(
         self, *flags: str, log_dir: Path, name: str, ready_timeout: float = 240.0,
-        pythonpath: str | None = None,
+        pythonpath: str | None = None, log_level: str = "warning",
     ) -> None:  # fmt: skip
+        self.log_level = log_level  # "debug": the per-window stage times bench/stages.py reads
         self.pythonpath = pythonpath  # serve the extractor package found here (a comparison)
         self.port = free_port()
         self.flags = flags
@@ -65,7 +66,7 @@ class Server:
             "--bind",
             f"{self.host}:{self.port}",
         ]
-        command += [*self.flags, "--log-level", "warning"]
+        command += [*self.flags, "--log-level", self.log_level]
         log.info("starting server %s: %s", self.name, " ".join(command[2:]))
         with self.log_path.open("wb") as sink:
             # A session of its own, so stopping it reaches every worker and Tesseract child.

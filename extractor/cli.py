@@ -51,13 +51,17 @@ def _serve(args: argparse.Namespace) -> int:
     # reads this when numpy is first imported, which the next line does.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     settings = _settings_from(args)
+    if settings.malloc_huge_pages:
+        from .heap import reexec_with_huge_pages
+
+        reexec_with_huge_pages()  # returns at once when already done
     # The workers' shared metrics directory must be in the environment before anything imports
     # prometheus-client, which picks its multiprocess storage at import.
     from .metrics_dir import prepare_multiprocess_dir, remove_multiprocess_dir
 
     metrics_dir = prepare_multiprocess_dir(settings.tmp_dir) if settings.metrics else None
     from .app import create_app
-    from .gunicorn_conf import gunicorn_options
+    from .gunicorn_conf import gunicorn_options, intake_limits
     from .logs import configure_logging
     from .serving import beyond_loopback, serve
 
@@ -70,7 +74,7 @@ def _serve(args: argparse.Namespace) -> int:
             extra={"bind": settings.bind},
         )
     try:
-        serve(lambda: create_app(settings), gunicorn_options(settings))
+        serve(lambda: create_app(settings), gunicorn_options(settings), intake_limits(settings))
     finally:
         if metrics_dir is not None:
             remove_multiprocess_dir(metrics_dir)

@@ -54,6 +54,33 @@ class Settings:
     request_timeout: float = _setting(
         900.0, "Seconds one extraction may take (queue wait included) before a 504."
     )
+    header_timeout: float = _setting(
+        10.0,
+        "Seconds a request's line and headers may take to arrive (408 and close; a connection"
+        " that sent nothing is just closed). Requests are received whole before a thread sees"
+        " them, so a slow client holds no thread meanwhile.",
+    )
+    body_timeout: float = _setting(
+        30.0,
+        "Seconds a request body may take to arrive, plus 1 s per EXTRACTOR_BODY_MIN_RATE bytes"
+        " received (408 and close).",
+    )
+    body_min_rate: int = _setting(
+        100_000,
+        "Bytes per second an upload at least this fast never times out (a 200 MB upload has"
+        " 30 s + 2,000 s); a body dribbled slower gets its 408 after ~EXTRACTOR_BODY_TIMEOUT.",
+    )
+    send_timeout: float = _setting(
+        30.0,
+        "Seconds a client may take to read a reply, plus 1 s per EXTRACTOR_BODY_MIN_RATE bytes"
+        " of it; then the connection is closed and the thread serving it freed.",
+    )
+    max_pending_connections: int = _setting(
+        256,
+        "Requests one worker may be receiving at once (their bodies spooled to memory up to"
+        " 64 KiB, then to an unlinked file in EXTRACTOR_TMP_DIR); a connection beyond them gets"
+        " 503 with Retry-After.",
+    )
     secret: str | None = _setting(
         None, "Shared secret: when set, requests need 'Authorization: Bearer <secret>'."
     )
@@ -69,6 +96,13 @@ class Settings:
         None, "Directory for per-request temporary files (default: the system's)."
     )
     log_level: str = _setting("info", "Log level (debug, info, warning, error).")
+    malloc_huge_pages: bool = _setting(
+        True,
+        "Back the workers' large heap blocks with transparent huge pages (glibc's"
+        " GLIBC_TUNABLES=glibc.malloc.hugetlb=1, set by `extractor serve` re-executing itself"
+        " once): a transcription then faults ~6x fewer pages, ~20% less CPU on a 6 s clip; no"
+        " effect where the kernel's THP is off.",
+    )
     metrics: bool = _setting(True, "Serve Prometheus metrics at GET /metrics.")
     metrics_require_secret: bool = _setting(
         False,
@@ -79,6 +113,13 @@ class Settings:
     max_upload_bytes: int = _setting(200 * 1024 * 1024, "Largest accepted upload in bytes (413).")
     max_pages: int = _setting(100, "Most pages (PDF pages, TIFF frames) in one document (413).")
     max_audio_seconds: float = _setting(3 * 3600.0, "Longest accepted audio, in seconds (413).")
+    audio_chunk_seconds: float = _setting(
+        30.0,
+        "Seconds of decoded audio a worker holds at once: longer audio is decoded in pieces of"
+        " this length into a temporary file (64 KB per second and channel) and transcribed in"
+        " windows of at most this length, cut at quiet moments. 30 is one Whisper window; more"
+        " raises a worker's peak RSS (VAD and features grow with it), less cuts speech more often.",
+    )
     max_ocr_languages: int = _setting(
         3, "Most Tesseract languages one request may name in ?ocr_languages= (400)."
     )
@@ -88,6 +129,12 @@ class Settings:
     )
     ocr_psm: int | None = _setting(
         None, "Tesseract page segmentation mode (--psm); unset keeps Tesseract's default (3)."
+    )
+    ocr_rotate: bool = _setting(
+        True,
+        "Read pages scanned sideways, upside down or askew: a page whose first reading looks"
+        " unreadable or sloped is turned upright and read again, its boxes kept in the upload's"
+        " pixels (off: every page is read as it is; per request: ?ocr_rotate=).",
     )
     ocr_parallel_pages: int = _setting(
         0, "Pages of one document OCR'd at once; 0 means one per CPU core."
@@ -175,7 +222,8 @@ class Settings:
                     f"{ENV_PREFIX}{f.name.upper()}={value!r}: expected one of {', '.join(choices)}"
                 )
         positive = ("threads", "engine_slots", "max_upload_bytes", "max_pages", "pdf_dpi",
-                    "max_ocr_languages", "pdf_render_memory_mb")  # fmt: skip
+                    "max_ocr_languages", "pdf_render_memory_mb", "body_min_rate",
+                    "max_pending_connections")  # fmt: skip
         for name in (*positive, "asr_threads", "asr_beam_size", "speakers_max_count"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
@@ -183,7 +231,8 @@ class Settings:
                      "ocr_warm_engines"):  # fmt: skip
             if getattr(self, name) < 0:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must not be negative")
-        if min(self.request_timeout, self.max_audio_seconds, self.pdf_page_timeout) <= 0:
+        if min(self.request_timeout, self.max_audio_seconds, self.pdf_page_timeout,
+               self.header_timeout, self.body_timeout, self.send_timeout) <= 0:  # fmt: skip
             raise SettingsError("timeouts and durations must be positive")
         if min(self.speakers_max_seconds, self.speakers_min_speech) <= 0:
             raise SettingsError("speaker durations must be positive")

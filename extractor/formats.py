@@ -137,6 +137,9 @@ def to_hocr(document: Document) -> str:
         return f"{kind}_{page.index + 1}_{counts[kind]}"
 
     for page, blocks in _layout(document):
+        # A page read turned: its lines lie at this angle in the upload (Tesseract's own hOCR
+        # says so the same way, on the lines it reads as vertical).
+        angle = f"; textangle {page.text_angle:g}" if page.text_angle else ""
         title = escape(f'image "{document.name}"; bbox 0 0 {page.width} {page.height}', True)
         out.append(
             f'  <div class="ocr_page" id="page_{page.index + 1}"'
@@ -149,7 +152,7 @@ def to_hocr(document: Document) -> str:
                 box = _bbox(_union(_line_box(line) for line in paragraph.lines))
                 out.append(f'    <p class="ocr_par" id="{ident("par", page)}" title="{box}">\n')
                 for line in paragraph.lines:
-                    box = _bbox(_line_box(line))
+                    box = _bbox(_line_box(line)) + angle
                     out.append(
                         f'     <span class="ocr_line" id="{ident("line", page)}" title="{box}">'
                     )
@@ -210,12 +213,14 @@ def to_alto(document: Document) -> str:
             f"   <PrintSpace {_position(whole)}>\n"
         )
         line_number = word_number = 0
+        # ALTO's ROTATION (degrees counterclockwise) is a block's: the page's text lies at it.
+        rotation = f' ROTATION="{page.text_angle:g}"' if page.text_angle else ""
         for block in blocks:
             for paragraph in block.paragraphs:
                 box = _union(_line_box(line) for line in paragraph.lines)
                 out.append(
                     f'    <TextBlock ID="block_{p}_{block.number}_{paragraph.number}"'
-                    f" {_position(box)}>\n"
+                    f" {_position(box)}{rotation}>\n"
                 )
                 for line in paragraph.lines:
                     line_number += 1

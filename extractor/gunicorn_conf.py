@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import hmac
 import os
 import time
 from contextlib import suppress
+from functools import partial
 from typing import Any
 
-from gunicorn.workers.gthread import ThreadWorker
-
+from .app import MULTIPART_SLACK
+from .buffering_worker import BufferingThreadWorker
 from .config import Settings
+from .errors import Unauthorized
+from .intake import Head, IntakeLimits, Refusal
 from .workdirs import sweep
 
 # How long a worker waits before competing for a new connection, per extraction it already has,
@@ -18,8 +22,9 @@ BUSY_ACCEPT_DELAY = 0.005  # seconds per pending extraction
 MAX_ACCEPT_DELAY = 0.025  # seconds
 
 
-class EngineAwareThreadWorker(ThreadWorker):
-    """A gthread worker that lets an idle sibling take new connections first.
+class EngineAwareThreadWorker(BufferingThreadWorker):
+    """A gthread worker that receives requests whole before a thread serves them (see
+    extractor.buffering_worker) and lets an idle sibling take new connections first.
 
     Every worker's main loop waits on the same listening socket and the kernel wakes them all,
     so which one accepts is a coin toss: two requests can queue behind one engine while another
@@ -37,6 +42,36 @@ class EngineAwareThreadWorker(ThreadWorker):
         super().accept(listener)
 
 
+def intake_limits(settings: Settings) -> IntakeLimits:
+    """How requests may arrive: deadlines, how many at once, how large (413 before the body
+    is spooled; the app's own limit stays the authority)."""
+    return IntakeLimits(
+        header_timeout=settings.header_timeout,
+        body_timeout=settings.body_timeout,
+        min_body_rate=settings.body_min_rate,
+        max_pending=settings.max_pending_connections,
+        send_timeout=settings.send_timeout,
+        max_body_bytes=settings.max_upload_bytes + MULTIPART_SLACK,
+        spool_dir=settings.tmp_dir,
+        admit=partial(_require_secret, settings.secret) if settings.secret else None,
+    )
+
+
+def _require_secret(secret: str, head: Head) -> Refusal | None:
+    """Refuse an upload without ``Authorization: Bearer <secret>`` before its body arrives:
+    every endpoint that takes a body needs the secret (views.authorize checks it again), so
+    a client without it cannot make the server receive and spool 200 MB."""
+    scheme, _, token = head.fields.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), secret.encode()):
+        return None
+    return Refusal(
+        401,
+        "unauthorized",
+        "a valid 'Authorization: Bearer <secret>' header is required",
+        headers=tuple(Unauthorized.headers.items()),
+    )
+
+
 def gunicorn_options(settings: Settings) -> dict[str, Any]:
     """The gunicorn configuration that serves ``settings``."""
     return {
@@ -44,7 +79,8 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         "workers": settings.worker_count,
         # gthread: one thread runs the engine while the others answer /healthz and queue, so a
         # busy worker still looks alive; the engine gate bounds how many actually wait. The
-        # subclass steers new connections to idle workers (see EngineAwareThreadWorker).
+        # subclass receives each request whole in the main loop before a thread sees it (slow
+        # clients hold no thread) and steers new connections to idle workers.
         "worker_class": "extractor.gunicorn_conf.EngineAwareThreadWorker",
         "threads": settings.threads,
         # No preload: neither torch nor CTranslate2 survives a fork, so each worker builds its

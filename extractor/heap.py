@@ -9,6 +9,8 @@ peak. Trimming costs a millisecond or two, so it runs at a few chosen moments, n
 from __future__ import annotations
 
 import ctypes
+import os
+import sys
 from collections.abc import Callable
 
 
@@ -53,3 +55,22 @@ def trim_heap() -> None:
     """Return every arena's free pages to the system (a no-op without glibc)."""
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
+
+
+# glibc >= 2.35: madvise(MADV_HUGEPAGE) on the heap and on mmap'd blocks. CTranslate2 allocates
+# and frees its encoder's buffers per layer (the attention scores of a 30 s window alone are
+# 54 MB), and every such block comes back from the kernel as fresh 4 KB pages, each a page fault:
+# measured in-process, a 6 s clip faulted 118k pages for 0.81 s of CPU, 19k for 0.63 s with
+# huge pages, at the same text; peak RSS moved by 0-9 MB (2 MB granularity).
+HUGE_PAGES_TUNABLE = "glibc.malloc.hugetlb=1"
+
+
+def reexec_with_huge_pages() -> None:
+    """Start this program again with ``HUGE_PAGES_TUNABLE`` in ``GLIBC_TUNABLES``, unless it is
+    there already or this is not glibc: tunables are read once, when a process starts, and the
+    workers are forked from this process, so it must already run with them."""
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    if _LIBC is None or "glibc.malloc.hugetlb" in tunables:
+        return
+    os.environ["GLIBC_TUNABLES"] = ":".join(filter(None, [tunables, HUGE_PAGES_TUNABLE]))
+    os.execv(sys.executable, sys.orig_argv)

@@ -78,6 +78,17 @@ class Page:
     index: int
     width: int  # pixels
     height: int  # pixels
+    # OCR: how the page was turned to be read upright (orientation.Turn): degrees clockwise in
+    # quarter turns (0, 90, 180, 270), then a small signed skew; its boxes are in the
+    # upload's pixels all the same
+    rotation: int = 0
+    skew: float = 0.0
+
+    @property
+    def text_angle(self) -> float:
+        """Degrees counterclockwise the page's text lies at in the upload (hOCR's textangle,
+        ALTO's ROTATION): the clockwise turn that set it upright."""
+        return round((self.rotation + self.skew) % 360, 1)
 
 
 @dataclass(frozen=True)
@@ -116,8 +127,12 @@ def _span(line: int, first: int, last: int, last_token: str) -> dict[str, int]:
     }
 
 
-def _cell(number: int, line: Line) -> dict[str, Any]:
+def _cell(number: int, line: Line, page: Page | None = None) -> dict[str, Any]:
     metadata: list[dict[str, str]] = []
+    if page is not None and page.rotation:
+        metadata.append({"key": "rotation", "value": str(page.rotation)})
+    if page is not None and page.skew:
+        metadata.append({"key": "skew", "value": f"{page.skew:g}"})
     if line.speaker:
         metadata.append({"key": "speaker", "value": line.speaker})
     if line.word_timings:
@@ -149,8 +164,9 @@ def to_importable(document: Document) -> dict[str, Any]:
     """Render the Importable JSON object (REFERENCE.md §1) of ``document``."""
     cells: list[dict[str, Any]] = []
     labels: list[dict[str, Any]] = []
+    pages = {page.index: page for page in document.pages}
     for number, line in enumerate(document.lines):
-        cells.append(_cell(number, line))
+        cells.append(_cell(number, line, pages.get(line.page_index or 0)))
         if document.kind is DocumentKind.OCR:
             labels.extend(_ocr_labels(number, line))
         else:

@@ -138,6 +138,19 @@ def reply_name(filename: str | None) -> str:
     return base if base not in ("", ".", "..") else UPLOAD_NAME
 
 
+SWITCH_VALUES = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
+
+
+def parse_switch(name: str, value: str | None) -> bool | None:
+    """An on/off request option (``?ocr_rotate=off``); None when not given (the setting's)."""
+    if value is None or value == "":
+        return None
+    try:
+        return SWITCH_VALUES[value.strip().lower()]
+    except KeyError:
+        raise InvalidParameter(f"{name} must be on or off, not {value[:40]!r}") from None
+
+
 def parse_ocr_languages(value: str | None, installed: frozenset[str], most: int) -> str | None:
     """Check a client's ``deu+eng``: at most ``most`` well-formed codes, each installed.
 

@@ -14,6 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -28,16 +29,10 @@ from .config import Settings
 from .errors import EngineTimeout, InvalidParameter, ServiceBusy, SpeakerAudioTooLong
 from .heap import limit_heap_retention, trim_heap
 from .importable import Document, DocumentKind, Line, Page, Word
-from .media import (
-    SAMPLE_RATE,
-    MediaKind,
-    PageImage,
-    PdfPages,
-    Sniffed,
-    decode_audio,
-    image_pages,
-)
+from .media import SAMPLE_RATE, MediaKind, PageImage, PdfPages, Sniffed, image_pages
 from .ocr import OcrOptions, TesseractEngine
+from .orientation import Reading, read_upright
+from .spooled import SpooledAudio, decode_spooled
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -57,6 +52,7 @@ class ExtractOptions:
     prompt: str | None = None  # audio: text that conditions the transcription (OpenAI 'prompt')
     temperature: float | None = None  # audio: decoding temperature; None keeps the fallback
     ocr_languages: str | None = None  # OCR: '+'-joined, overrides EXTRACTOR_OCR_LANGUAGES
+    ocr_rotate: bool | None = None  # OCR: turn pages upright; None: EXTRACTOR_OCR_ROTATE
 
 
 @dataclass
@@ -242,7 +238,7 @@ class Extractor:
         def job() -> Document:
             if sniffed.kind is MediaKind.AUDIO:
                 return self._audio(path, name, workdir, options, timings, cancel)
-            return self._ocr(path, name, sniffed, workdir, deadline, timings, options.ocr_languages)
+            return self._ocr(path, name, sniffed, workdir, deadline, timings, options)
 
         with timings.stage("queue+work"):
             return self.gate.run(job, deadline, cancel)
@@ -251,7 +247,7 @@ class Extractor:
 
     def _ocr(
         self, path: Path, name: str, sniffed: Sniffed, workdir: Path, deadline: float,
-        timings: Timings, languages: str | None = None,
+        timings: Timings, options: ExtractOptions,
     ) -> Document:  # fmt: skip
         max_pages = self.settings.max_pages
         if sniffed.kind is MediaKind.PDF:
@@ -271,15 +267,13 @@ class Extractor:
                 with PagesAhead(
                     pdf.count, lambda i: pdf.render(i, deadline), self.settings.page_parallelism
                 ) as ahead:
-                    per_page = self._ocr_pages(pdf.count, ahead.get, deadline, timings, languages)
+                    per_page = self._ocr_pages(pdf.count, ahead.get, deadline, timings, options)
             finally:
                 pdf.close()
         else:
             with timings.stage("decode"):
                 images = image_pages(path, workdir, max_pages)
-            per_page = self._ocr_pages(
-                len(images), images.__getitem__, deadline, timings, languages
-            )
+            per_page = self._ocr_pages(len(images), images.__getitem__, deadline, timings, options)
         if len(per_page) > 1 and self.settings.ocr_in_process_pages:
             # Pages leave 15-20 MB in the warm API and its heap (a 10-page 300 dpi PDF: 242 MB
             # after, 224 MB once renewed), which the next transcription's peak would stand on;
@@ -292,7 +286,7 @@ class Extractor:
 
     def _ocr_pages(
         self, count: int, page: Callable[[int], PageImage], deadline: float, timings: Timings,
-        languages: str | None,
+        options: ExtractOptions,
     ) -> list[tuple[Page, list[Line]]]:  # fmt: skip
         """OCR ``count`` pages, ``EXTRACTOR_OCR_PARALLEL_PAGES`` at a time, in page order.
 
@@ -310,7 +304,7 @@ class Extractor:
             image = page(index)
             warm = in_process.acquire(blocking=False)  # never, with 0 places
             try:
-                return self._ocr_page(image, deadline, timings, languages, in_process=warm)
+                return self._ocr_page(image, deadline, timings, options, in_process=warm)
             finally:
                 if warm:
                     in_process.release()
@@ -318,7 +312,7 @@ class Extractor:
         return self._pages_in_parallel(count, one)
 
     def _ocr_page(
-        self, image: PageImage, deadline: float, timings: Timings, languages: str | None,
+        self, image: PageImage, deadline: float, timings: Timings, options: ExtractOptions,
         *, in_process: bool = True,
     ) -> tuple[Page, list[Line]]:  # fmt: skip
         if image.derived:
@@ -327,13 +321,21 @@ class Extractor:
             # without, 339 with). PDF pages now render in their own process (media.PdfPages),
             # so for them this only returns what Tesseract freed from the previous page.
             trim_heap()
+
+        def read(page: PageImage) -> list[Line]:
+            return self.ocr.recognise(page, deadline, options.ocr_languages, in_process=in_process)
+
+        rotate = self.settings.ocr_rotate if options.ocr_rotate is None else options.ocr_rotate
         try:
             with timings.stage("engine"):
-                lines = self.ocr.recognise(image, deadline, languages, in_process=in_process)
+                reading = read_upright(read, image, deadline) if rotate else Reading(read(image))
         finally:
             if image.derived:  # a 300 dpi page is ~9 MB: don't keep a long PDF's pages on disk
                 image.path.unlink(missing_ok=True)
-        return Page(image.index, image.width, image.height), lines
+        turn = reading.turn
+        return Page(image.index, image.width, image.height, 90 * turn.quarter, turn.skew), (
+            reading.lines
+        )
 
     def _pages_in_parallel(self, count: int, work: Callable[[int], T]) -> list[T]:
         """Pages run concurrently (one Tesseract instance each), results kept in page order."""
@@ -368,9 +370,10 @@ class Extractor:
                     f" ({', '.join(sorted(known)[:12])}{', ...' if len(known) > 12 else ''})"
                 )
         with timings.stage("decode"):
-            audio = decode_audio(
-                path, max_seconds=self.settings.max_audio_seconds, keep_channels=by_channel
-            )
+            audio = decode_spooled(
+                path, workdir, max_seconds=self.settings.max_audio_seconds,
+                keep_channels=by_channel, piece_seconds=self.settings.audio_chunk_seconds,
+            )  # fmt: skip
             duration_ms = int(audio.duration * 1000)
             if options.speakers == "auto" and audio.duration > self.settings.speakers_max_seconds:
                 raise SpeakerAudioTooLong(
@@ -378,12 +381,10 @@ class Extractor:
                     f" audio (EXTRACTOR_SPEAKERS_MAX_SECONDS); this file has"
                     f" {audio.duration:.0f} s"
                 )
-            two = by_channel and audio.samples.shape[0] == 2
-            signals = [audio.samples[0], audio.samples[1]] if two else [audio.mono()]
-            tracks = [
-                Track.of(signal, workdir / f"track-{n}.f32") for n, signal in enumerate(signals)
-            ]
-            del audio, signals  # a long recording now lives on disk, out of the engine's peak
+            two = audio.rows == 2
+            window = int(self.settings.audio_chunk_seconds * SAMPLE_RATE)
+            tracks = [Track.spooled(audio, row, window) for row in range(audio.rows)]
+            del audio
         transcribe = TranscribeOptions(
             language=language,
             beam_size=self.settings.asr_beam_size,
@@ -432,7 +433,7 @@ class Extractor:
         return lines, transcript.language
 
     def _transcribe(self, track: Track, options: TranscribeOptions) -> Transcript:
-        """Transcribe in windows of at most ``CHUNK_SECONDS``, cut at quiet moments.
+        """Transcribe in windows of at most ``EXTRACTOR_AUDIO_CHUNK_SECONDS``, cut at quiet moments.
 
         Whisper's feature extraction and the VAD both work on the whole signal at once, which
         for ten minutes of audio peaked at ~500 MB above the worker's RSS; windows bound that,
@@ -477,6 +478,15 @@ class Track:
             return cls(windows, samples, None)
         return cls(windows, None, spill_to)
 
+    @classmethod
+    def spooled(cls, audio: SpooledAudio, row: int, longest: int) -> Track:
+        """Row ``row`` of decoded audio, in windows of at most ``longest`` samples; the cuts are
+        searched by reading the file where they may fall, never the whole of it."""
+        windows = quiet_cuts(partial(audio.read, row), audio.length, longest)
+        if audio.memory is not None:
+            return cls(windows, audio.memory[row], None)
+        return cls(windows, None, audio.files[row])
+
     def read(self, start: int, end: int) -> np.ndarray:
         if self.samples is not None:
             return self.samples[start:end]
@@ -484,8 +494,9 @@ class Track:
         return np.fromfile(self.path, np.float32, count=end - start, offset=start * 4)
 
 
-# Longest window transcribed in one engine call: one Whisper window, so the VAD, the features and
-# the encoder never hold more than 30 s at once (2-minute windows peaked ~30 MB higher on 60 s of
+# Longest window of a Track made from samples in memory (``Track.of``; the server's windows are
+# EXTRACTOR_AUDIO_CHUNK_SECONDS long): one Whisper window, so the VAD, the features and the
+# encoder never hold more than 30 s at once (2-minute windows peaked ~30 MB higher on 60 s of
 # speech in-process, at the same CPU time).
 CHUNK_SECONDS = 30
 QUIET_SEARCH_SECONDS = 10  # how far back from a window's end to look for a quiet cut
@@ -495,12 +506,19 @@ QUIET_FRAME = SAMPLE_RATE // 20  # 50 ms frames when looking for the quietest mo
 def quiet_windows(samples: np.ndarray, longest: int) -> list[tuple[int, int]]:
     """Split ``samples`` into windows of at most ``longest`` samples, each cut at the quietest
     50 ms of the last ``QUIET_SEARCH_SECONDS`` before its limit, so no word is cut in half."""
+    return quiet_cuts(lambda start, end: samples[start:end], len(samples), longest)
+
+
+def quiet_cuts(
+    read: Callable[[int, int], np.ndarray], total: int, longest: int
+) -> list[tuple[int, int]]:
+    """``quiet_windows`` over ``total`` samples that ``read(start, end)`` returns a part of."""
     windows = []
-    start, total = 0, len(samples)
+    start = 0
     search = min(QUIET_SEARCH_SECONDS * SAMPLE_RATE, longest // 2)
     while total - start > longest:
         low = start + longest - search
-        frames = samples[low : start + longest]
+        frames = read(low, start + longest)
         usable = len(frames) // QUIET_FRAME * QUIET_FRAME
         energy = np.square(frames[:usable].reshape(-1, QUIET_FRAME)).mean(axis=1)
         cut = low + int(np.argmin(energy)) * QUIET_FRAME + QUIET_FRAME // 2

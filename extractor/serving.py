@@ -8,6 +8,8 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
+from .intake import IntakeLimits
+
 
 class FactoryApplication(BaseApplication):
     """A gunicorn application that calls ``factory`` in each worker.
@@ -16,9 +18,16 @@ class FactoryApplication(BaseApplication):
     worker builds its own app (and loads its own engines in the ``post_worker_init`` hook).
     """
 
-    def __init__(self, factory: Callable[[], Any], options: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        factory: Callable[[], Any],
+        options: Mapping[str, Any],
+        intake_limits: IntakeLimits | None = None,
+    ) -> None:
         self._factory = factory
         self._options = dict(options)
+        # Read by extractor.buffering_worker.BufferingThreadWorker in each worker.
+        self.intake_limits = intake_limits
         super().__init__()
 
     def load_config(self) -> None:
@@ -30,9 +39,14 @@ class FactoryApplication(BaseApplication):
         return self._factory()
 
 
-def serve(factory: Callable[[], Any], options: Mapping[str, Any]) -> None:
-    """Serve the app built by ``factory`` under gunicorn until interrupted."""
-    FactoryApplication(factory, options).run()
+def serve(
+    factory: Callable[[], Any],
+    options: Mapping[str, Any],
+    intake_limits: IntakeLimits | None = None,
+) -> None:
+    """Serve the app built by ``factory`` under gunicorn until interrupted; a
+    ``BufferingThreadWorker`` receives requests within ``intake_limits``."""
+    FactoryApplication(factory, options, intake_limits).run()
 
 
 def beyond_loopback(bind: str) -> list[str]:

@@ -20,7 +20,7 @@ from .asr.speaker_count import parse_speaker_count
 from .config import SPEAKER_MODES, Settings
 from .errors import ExtractorError, InvalidParameter, MissingUpload, Unauthorized
 from .openapi import load_openapi
-from .pipeline import ReplyRequest, extract_reply, parse_ocr_languages, workspace
+from .pipeline import ReplyRequest, extract_reply, parse_ocr_languages, parse_switch, workspace
 from .service import ExtractOptions, Extractor, Timings
 
 log = logging.getLogger("extractor.request")
@@ -148,6 +148,7 @@ def _extract_options(
         speaker_count=count,
         word_timestamps=words in ("true", "1"),
         ocr_languages=ocr_languages,
+        ocr_rotate=parse_switch("ocr_rotate", args.get("ocr_rotate")),
     )
 
 

@@ -294,6 +294,7 @@ def test_a_damaged_language_file_makes_the_worker_unready_not_dead(
     assert caught.value.status == 503
 
 
+@pytest.mark.slow
 def test_a_documents_pages_beyond_the_in_process_ones_go_through_the_cli(make_app: Any) -> None:
     """EXTRACTOR_OCR_IN_PROCESS_PAGES: at most that many of a document's pages are read in the
     worker at once, the others through the CLI, and the reply is the same whichever read what."""

@@ -75,6 +75,7 @@ def test_speech_timestamps_are_faster_whispers(speech: np.ndarray) -> None:
     assert len(ours) >= 1
 
 
+@pytest.mark.slow
 def test_a_worker_transcribes_without_loading_onnxruntime(tmp_path: Path) -> None:
     """The point of it all: the default engine with its VAD on never imports onnxruntime."""
     wav = tmp_path / "speech.wav"

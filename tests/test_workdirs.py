@@ -73,6 +73,7 @@ def _busy_request_dir(scratch: Path, server_pid: int, timeout: float) -> Path:
     raise TimeoutError("no request was seen running")
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_request_and_a_stopped_server_leave_no_files(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +18,8 @@ from ..heap import trim_heap
 from .base import TimedWord, TranscribeOptions, Transcript, TranscriptSegment
 
 log = logging.getLogger(__name__)
+# Seconds the current thread's transcription spent in each timed part (see ``_timed``).
+_spent = threading.local()
 
 
 def bundled_model_dir() -> Path:
@@ -44,7 +50,6 @@ class FasterWhisperEngine:
         from faster_whisper import WhisperModel
 
         from . import silero
-        from .features import TrimmingFeatureExtractor
 
         omp_limit = os.environ.get("OMP_THREAD_LIMIT", "")
         if omp_limit.isdigit() and int(omp_limit) < self.threads:
@@ -66,8 +71,9 @@ class FasterWhisperEngine:
                 f"faster-whisper could not load {self.model_name}: {exc}"
             ) from exc
         # Same features, but their scratch memory is returned before the encoder runs.
-        self._model.feature_extractor = TrimmingFeatureExtractor(**self._model.feat_kwargs)
+        self._model.feature_extractor = _timed_features()(**self._model.feat_kwargs)
         silero.install()  # the same VAD without onnxruntime's ~34 MB
+        _time_parts()
         self._warm()
         log.info("faster-whisper loaded", extra={"model": self.model_name})
 
@@ -95,6 +101,8 @@ class FasterWhisperEngine:
     def transcribe(self, audio: np.ndarray, options: TranscribeOptions) -> Transcript:
         self.load()
         language = options.language if self.multilingual else "en"
+        started = time.perf_counter()
+        _spent.parts = parts = {"vad": 0.0, "features": 0.0}
         try:
             segments, info = self._model.transcribe(
                 audio,
@@ -127,7 +135,59 @@ class FasterWhisperEngine:
                 )
         except (RuntimeError, ValueError) as exc:
             raise EngineFailure(f"faster-whisper failed: {exc}") from exc
+        finally:
+            _spent.parts = None
+        # Where one window's time went, for bench/stages.py and anyone asking why a request is
+        # slow: Silero VAD, the log-mel features, and CTranslate2 (encoder and beam search).
+        total = time.perf_counter() - started
+        log.debug(
+            "window transcribed",
+            extra={
+                "audio_s": round(len(audio) / 16_000, 3),
+                "vad_s": round(parts["vad"], 4),
+                "features_s": round(parts["features"], 4),
+                "model_s": round(total - parts["vad"] - parts["features"], 4),
+            },
+        )
         return Transcript(tuple(out), info.language)
+
+
+def _timed(part: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function``, adding its seconds to ``part`` of the transcription running in this thread."""
+
+    @functools.wraps(function)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            parts = getattr(_spent, "parts", None)
+            if parts is not None:
+                parts[part] += time.perf_counter() - started
+
+    timed.__wrapped_part__ = part  # type: ignore[attr-defined]
+    return timed
+
+
+@functools.cache
+def _timed_features() -> type:
+    """The trimming feature extractor (``features.py``), its calls timed as "features"."""
+    from .features import TrimmingFeatureExtractor
+
+    return type(
+        "TimedFeatureExtractor",
+        (TrimmingFeatureExtractor,),
+        {"__call__": _timed("features", TrimmingFeatureExtractor.__call__)},
+    )
+
+
+def _time_parts() -> None:
+    """Time faster-whisper's VAD and feature extraction where ``WhisperModel.transcribe`` calls
+    them (a few microseconds per call), once per process."""
+    import faster_whisper.transcribe as fw
+
+    if not hasattr(fw.get_speech_timestamps, "__wrapped_part__"):
+        fw.get_speech_timestamps = _timed("vad", fw.get_speech_timestamps)
 
 
 def _temperature(temperature: float | None) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ariadne import combine_multipart_data, graphql_sync
@@ -13,6 +13,7 @@ from flask import Flask, Response, current_app, jsonify, request
 from graphql import DocumentNode, GraphQLError, OperationDefinitionNode
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
+from extractor.jobs import JobHandler, JobQueue, QueuePolicy, WorkerPool
 from extractor.labeling.auth import authenticate, token_lifetime
 from extractor.labeling.autolabel import AutoLabelJob
 from extractor.labeling.clients import ExtractorClient
@@ -26,10 +27,12 @@ from extractor.labeling.graphql import (
     reject_nul_characters,
     request_error_log,
 )
-from extractor.labeling.jobs import JobHandler, JobQueue, WorkerPool
+from extractor.labeling.introspection import IntrospectionAnswers
+from extractor.labeling.metrics import observe_claim
 from extractor.labeling.project_jobs import CreateProjectJob
 from extractor.labeling.query_limits import limit_errors, parse_bounded
-from extractor.labeling.service import LabelingService
+from extractor.labeling.replies import ReplyBudget, reply_chunks
+from extractor.labeling.service import SECRET_PAYLOAD_KEYS, LabelingService
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,8 @@ class LabelingState:
     service: LabelingService
     workers: WorkerPool
     client: ExtractorClient
+    # Replies to introspection-only requests, kept per query text (the schema never changes).
+    introspection: IntrospectionAnswers = field(default_factory=IntrospectionAnswers)
 
     def start_workers(self) -> None:
         """Start the embedded worker threads, if the settings ask for any."""
@@ -59,10 +64,26 @@ class LabelingState:
         self.db.dispose()
 
 
-def job_handlers(db: Database, client: ExtractorClient) -> dict[str, JobHandler]:
+def job_handlers(queue: JobQueue, db: Database, client: ExtractorClient) -> dict[str, JobHandler]:
     """The registry of job kinds this deployment runs."""
-    handlers: list[JobHandler] = [CreateProjectJob(db, client), AutoLabelJob(db, client)]
+    handlers: list[JobHandler] = [CreateProjectJob(queue, db, client), AutoLabelJob(db, client)]
     return {handler.kind: handler for handler in handlers}
+
+
+def queue_policy(settings: LabelingSettings) -> QueuePolicy:
+    """The job queue's timings and limits, from the labeling settings."""
+    return QueuePolicy(
+        lease_seconds=settings.job_lease_seconds,
+        heartbeat_seconds=settings.job_heartbeat_seconds,
+        poll_seconds=settings.job_poll_seconds,
+        max_attempts=settings.job_max_attempts,
+        tenant_share=settings.job_tenant_share,
+        deadline_seconds=settings.job_deadline_seconds,
+        longest_call_seconds=max(
+            settings.outbound_total_timeout, settings.prediction_total_timeout
+        ),
+        secret_payload_keys=SECRET_PAYLOAD_KEYS,
+    )
 
 
 def build_state(settings: LabelingSettings, worker_threads: int | None = None) -> LabelingState:
@@ -75,10 +96,12 @@ def build_state(settings: LabelingSettings, worker_threads: int | None = None) -
     except BaseException:
         db.dispose()
         raise
-    queue = JobQueue(db, settings)
+    queue = JobQueue(db, queue_policy(settings), on_claim=observe_claim)
     threads = settings.embedded_workers if worker_threads is None else worker_threads
     client = ExtractorClient(settings, secrets=secrets)
-    workers = WorkerPool(queue, job_handlers(db, client), threads)
+    workers = WorkerPool(
+        queue, job_handlers(queue, db, client), threads, thread_prefix="labeling-worker"
+    )
     service = LabelingService(db, queue, settings, secrets=secrets)
     return LabelingState(settings, db, queue, service, workers, client)
 
@@ -210,22 +233,34 @@ def graphql_endpoint() -> tuple[Response, int]:
         log.info("refused a query of user %s: %s", caller.user_id, refusals[0].message)
         errors = [format_error(error) for error in refusals]
         return jsonify({"data": None, "errors": errors, "extensions": {}}), 200
+    answer = state.introspection.answer(
+        labeling_schema(), document, operations.get("operationName"), operations["query"]
+    )
+    if answer is not None:
+        return jsonify({**answer, "extensions": {}}), 200
+    budget = ReplyBudget(state.settings)
     success, result = graphql_sync(
         labeling_schema(),
         operations,
         query_document=document,
-        context_value={"service": state.service, "caller": caller},
+        context_value={"service": state.service, "caller": caller, "reply": budget},
         error_formatter=format_error,
         debug=False,
         logger=request_error_log,
         middleware=[reject_nul_characters],
     )
+    if budget.refusal is not None:
+        # Refused whole: no document was read, and no part of the reply is sent.
+        log.info("refused a query of user %s: %s", caller.user_id, budget.refusal.message)
+        error = format_error(GraphQLError(budget.refusal.message, original_error=budget.refusal))
+        return jsonify({"data": None, "errors": [error], "extensions": {}}), 200
     result = dict(result)
     result.setdefault("data", None)
     result["extensions"] = result.get("extensions") or {}
     # GraphQL errors (auth included) travel in a 200 body: clients read `errors`, not the status.
     _ = success
-    return jsonify(result), 200
+    whole, pieces = reply_chunks(result, state.db)
+    return Response(pieces if whole is None else whole, mimetype="application/json"), 200
 
 
 def create_labeling_app(
@@ -259,7 +294,7 @@ def create_labeling_app(
             from extractor.labeling.metrics import exposition
             from extractor.metrics_dir import TEXT_FORMAT
 
-            return Response(exposition(state.db), content_type=TEXT_FORMAT)
+            return Response(exposition(state.queue), content_type=TEXT_FORMAT)
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> tuple[Response, int]:

@@ -22,12 +22,14 @@ import jsonschema
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from extractor.jobs import JobRun, step_results
 from extractor.labeling.clients import ExtractorClient
+from extractor.labeling.config import LabelingSettings, setting_variable
 from extractor.labeling.db import Database
 from extractor.labeling.documents import Entity, sentences, span_label
 from extractor.labeling.errors import JobFailure
-from extractor.labeling.jobs import JobRun, step_results
 from extractor.labeling.models import Document, Project
+from extractor.labeling.reply_json import prediction_limits
 
 log = logging.getLogger(__name__)
 
@@ -109,26 +111,39 @@ def plan_batches(
     return batches
 
 
-def parse_reply(reply: Any, batch: Batch, labeler: str, batch_number: int) -> list[dict[str, Any]]:
-    """The SPAN labels a prediction reply gives for ``batch``; garbage fails the job."""
-    errors = sorted(reply_validator().iter_errors(reply), key=lambda e: list(e.path))
-    if errors:
-        where = "/".join(str(part) for part in errors[0].absolute_path) or "(root)"
+def parse_reply(
+    reply: Any,
+    batch: Batch,
+    labeler: str,
+    batch_number: int,
+    max_entities: int = LabelingSettings.max_prediction_entities,
+) -> list[dict[str, Any]]:
+    """The SPAN labels a prediction reply gives for ``batch``; garbage fails the job.
+
+    Validation stops at the first error (``iter_errors`` is lazy): a reply wrong in a million
+    places costs one error, not a million collected and sorted. Entities are counted as they
+    are read, and the one past ``max_entities`` fails the job before its label is made.
+    """
+    error = next(iter(reply_validator().iter_errors(reply)), None)
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "(root)"
         raise JobFailure(
             f"the prediction API's reply to batch {batch_number} is malformed: at {where}: "
-            f"{errors[0].message[:300]}",
+            f"{error.message[:300]}",
             batch=batch_number,
+            path=where,
         )
     by_line = {c["line"]: c for c in batch.cells}
     labels: list[dict[str, Any]] = []
-    for document in reply["documents"]:
+    entities = 0
+    for document_index, document in enumerate(reply["documents"]):
         if document["id"] != batch.document_id:
             raise JobFailure(
                 f"the prediction API answered for document {document['id']!r}, "
                 f"which batch {batch_number} did not send",
                 batch=batch_number,
             )
-        for sentence in document["labels"]:
+        for sentence_index, sentence in enumerate(document["labels"]):
             cell = by_line.get(sentence["id"])
             if cell is None:
                 raise JobFailure(
@@ -136,7 +151,20 @@ def parse_reply(reply: Any, batch: Batch, labeler: str, batch_number: int) -> li
                     f"which batch {batch_number} did not send",
                     batch=batch_number,
                 )
-            for raw in sentence["entities"]:
+            for entity_index, raw in enumerate(sentence["entities"]):
+                entities += 1
+                if entities > max_entities:
+                    where = f"documents/{document_index}/labels/{sentence_index}/entities"
+                    raise JobFailure(
+                        f"the prediction API's reply to batch {batch_number} has more than "
+                        f"{max_entities} entities, the limit of one reply "
+                        f"({setting_variable('max_prediction_entities')}), at "
+                        f"{where}/{entity_index}",
+                        batch=batch_number,
+                        path=f"{where}/{entity_index}",
+                        limit=setting_variable("max_prediction_entities"),
+                        maximum=max_entities,
+                    )
                 entity = Entity(
                     label=raw["label"],
                     start=raw["start_char"],
@@ -173,6 +201,7 @@ class AutoLabelJob:
         Batch N's labels are step N (step 0 holds labels checkpointed before migration 0002).
         """
         payload = run.job.payload
+        settings = self.client.settings
         project_name, documents = self._project(payload["projectId"])
         batches = plan_batches(documents, payload["numberOfFilesPerRequest"])
         done: int = (run.job.checkpoint or {}).get("batchesDone", 0)
@@ -194,7 +223,11 @@ class AutoLabelJob:
             }
             reply = self.client.predict(payload["endpoint"], request, payload["secretKey"])
             labels = parse_reply(
-                reply.json("the prediction API"), batch, payload["labelerEmail"], number + 1
+                reply.json("the prediction API", prediction_limits(settings)),
+                batch,
+                payload["labelerEmail"],
+                number + 1,
+                settings.max_prediction_entities,
             )
             run.progress(
                 int(100 * (number + 1) / len(batches)),
@@ -223,7 +256,7 @@ class AutoLabelJob:
                     document.importable = importable  # a new object, so the change is seen
             return project.id
 
-        run.deliver(write)
+        run.succeed(write)
 
     def _project(self, project_id: str) -> tuple[str, list[tuple[str, str, list[dict[str, Any]]]]]:
         with self.db.session() as session:

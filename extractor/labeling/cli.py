@@ -10,10 +10,13 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from extractor.labeling.config import LabelingSettings, SettingsError
 from extractor.labeling.errors import LabelingError
+
+if TYPE_CHECKING:
+    from extractor.intake import IntakeLimits
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +179,7 @@ def run_workers(
     if metrics_bind:
         from extractor.labeling.metrics import serve_worker_metrics
 
-        serve_worker_metrics(metrics_bind, state.db)
+        serve_worker_metrics(metrics_bind, state.queue)
     stop = threading.Event()
 
     def request_stop(signum: int, _frame: Any) -> None:
@@ -214,23 +217,53 @@ def _serve(settings: LabelingSettings, bind: str, workers: int, threads: int) ->
         return create_labeling_app(settings, start_workers=True)
 
     gunicorn_serve(
-        factory,
-        {
-            "bind": bind,
-            "workers": workers,
-            "threads": threads,
-            "worker_class": "gthread",
-            # Uploads can be large and GraphQL calls are quick otherwise; job work happens in
-            # background threads, never inside a request.
-            "timeout": 120,
-            # A stopping worker lets a prediction call in flight end rather than send it twice.
-            "graceful_timeout": int(max(30, settings.prediction_total_timeout + 10)),
-            "accesslog": "-",
-            "worker_exit": _release_jobs,
-            "child_exit": _worker_exited,
-        },
+        factory, serve_options(settings, bind, workers, threads), intake_limits(settings)
     )
     return 0
+
+
+def serve_options(
+    settings: LabelingSettings, bind: str, workers: int, threads: int
+) -> dict[str, Any]:
+    """The gunicorn configuration of ``extractor labeling serve``."""
+    return {
+        "bind": bind,
+        "workers": workers,
+        "threads": threads,
+        # gthread whose threads only see requests received whole: a slow client holds
+        # no thread (extractor.buffering_worker).
+        "worker_class": "extractor.buffering_worker.BufferingThreadWorker",
+        # Uploads can be large and GraphQL calls are quick otherwise; job work happens in
+        # background threads, never inside a request.
+        "timeout": 120,
+        # A stopping worker lets a prediction call in flight end rather than send it twice.
+        "graceful_timeout": int(max(30, settings.prediction_total_timeout + 10)),
+        "accesslog": "-",
+        "worker_exit": _release_jobs,
+        "child_exit": _worker_exited,
+    }
+
+
+def intake_limits(settings: LabelingSettings) -> IntakeLimits:
+    """How requests may arrive (deadlines, how many at once, how large), answered in the
+    GraphQL error shape."""
+    from extractor.intake import IntakeLimits
+
+    def graphql_error(_status: int, code: str, message: str) -> bytes:
+        from extractor.labeling.app import error_body
+
+        name = "".join(part.capitalize() for part in code.split("_")) + "Error"
+        return json.dumps(error_body(message, code.upper(), name)).encode()
+
+    return IntakeLimits(
+        header_timeout=settings.header_timeout,
+        body_timeout=settings.body_timeout,
+        min_body_rate=settings.body_min_rate,
+        max_pending=settings.max_pending_connections,
+        send_timeout=settings.send_timeout,
+        max_body_bytes=settings.max_upload_bytes,
+        error_body=graphql_error,
+    )
 
 
 def _worker_exited(_server: Any, worker: Any) -> None:

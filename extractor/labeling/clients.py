@@ -6,7 +6,6 @@ name the API and URL (credentials removed) but never a secret.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from dataclasses import dataclass, replace
@@ -18,6 +17,7 @@ from extractor.labeling.config import LabelingSettings
 from extractor.labeling.credentials import SEALED_PREFIX, SecretBox
 from extractor.labeling.errors import JobFailure, SecretsUnavailableError
 from extractor.labeling.metrics import count_call
+from extractor.labeling.reply_json import ReplyLimits, parse_reply_json
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +45,11 @@ class Reply:
     charset: str | None
     content: bytes
 
-    def json(self, what: str) -> Any:
-        """The body as JSON, or a JobFailure saying ``what`` sent garbage."""
-        try:
-            return json.loads(self.content)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise JobFailure(f"{what} replied a body that is not JSON") from exc
+    def json(self, what: str, limits: ReplyLimits) -> Any:
+        """The body as JSON, measured against ``limits`` before it is parsed; a
+        :class:`~extractor.labeling.reply_json.ReplyRefused` (a JobFailure) says what ``what``
+        sent wrong, where, and which limit it crossed."""
+        return parse_reply_json(self.content, limits, what)
 
 
 def _charset(headers: Any) -> str | None:

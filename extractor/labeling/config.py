@@ -123,7 +123,9 @@ class LabelingSettings:
         5000, "Lexical tokens (names, punctuation) and comments of one GraphQL query."
     )
     max_query_depth: int = _setting(
-        8, "Nesting of fields in one GraphQL operation (the schema's deepest is 3)."
+        8,
+        "Nesting of fields in one GraphQL operation (the schema's deepest is 3), introspection "
+        "included (`ofType` chains aside: the schema's type wrapping bounds them).",
     )
     max_query_aliases: int = _setting(
         10, "Aliased fields in one GraphQL request (100 aliases of one field are 100 queries)."
@@ -131,10 +133,81 @@ class LabelingSettings:
     max_query_cost: int = _setting(
         1000,
         "Cost of one GraphQL request: each field costs 1, a document's `importable` 10, "
-        "times the `limit` of every `documents` page and the ids of `getJobs` around it.",
+        "times the `limit` of every `documents` page and the ids of `getJobs` around it; "
+        "inside `__schema` and `__type`, each value of the reply (counted exactly from the "
+        "schema). A request of introspection alone may cost up to the schema's full "
+        "description (about 2,070), answered from a cache.",
+    )
+    # -- slow clients (issue 18): requests arrive whole before a request thread sees them -------
+    header_timeout: float = _setting(
+        10.0,
+        "Seconds a request's line and headers may take to arrive; then HTTP 408 and the "
+        "connection closed (one that sent nothing is just closed). No thread waits meanwhile.",
+    )
+    body_timeout: float = _setting(
+        30.0,
+        "Seconds a request body may take to arrive, plus 1 s per `BODY_MIN_RATE` bytes "
+        "received; then HTTP 408 and the connection closed.",
+    )
+    body_min_rate: int = _setting(
+        100_000,
+        "Bytes per second an upload at least this fast never times out (200 MiB: 30 s + "
+        "2,097 s); a body dribbled slower gets its 408 after about `BODY_TIMEOUT`.",
+    )
+    send_timeout: float = _setting(
+        30.0,
+        "Seconds a client may take to read a reply, plus 1 s per `BODY_MIN_RATE` bytes of it; "
+        "then the connection is closed and the thread serving it freed.",
+    )
+    max_pending_connections: int = _setting(
+        256,
+        "Requests one server process may be receiving at once (bodies spooled in memory up to "
+        "64 KiB, then in an unlinked temporary file); a connection beyond them gets HTTP 503.",
     )
     max_documents_page: int = _setting(
         20, "Most documents one `documents(offset, limit)` page returns (its default `limit`)."
+    )
+    max_tags_per_owner: int = _setting(
+        1000,
+        "Tags one user keeps (personal), and one team keeps: their lists are not paged, so this "
+        "bounds `getPersonalTags`, `getTags` and a project's `tags`.",
+    )
+    max_custom_apis_per_team: int = _setting(
+        100, "Custom APIs one team keeps (`getCustomAPIs` is not paged)."
+    )
+    max_reply_bytes: int = _setting(
+        32 * 1024 * 1024,
+        "Bytes of documents (`importable`, counted as stored) one GraphQL reply may carry; a "
+        "request asking for more is refused whole before any document is read. Documents are "
+        "copied into the reply one at a time as stored, so a request holds at most one "
+        "document's text in memory, whatever its reply size.",
+    )
+
+    # -- replies of customers' APIs (issue 18): measured on the raw text before parsing ---------
+    # Parsed JSON costs up to ~70 MB per million values (empty lists or objects), whatever its
+    # size in bytes; a document at the line and token limits is ~1.05 million values (59 MB).
+    max_api_reply_depth: int = _setting(
+        32,
+        "Nesting of arrays and objects in a JSON reply of a custom extraction or prediction API "
+        "(a prediction reply's deepest is 7), measured before the reply is parsed.",
+    )
+    max_api_reply_number_chars: int = _setting(64, "Characters of one number in such a reply.")
+    max_extraction_reply_values: int = _setting(
+        1_500_000,
+        "Values (scalars, arrays, objects and keys) in one JSON reply of a custom extraction "
+        "API, counted before it is parsed (a document at the line and token limits has ~1.05 "
+        "million).",
+    )
+    max_prediction_reply_values: int = _setting(
+        500_000,
+        "Values in one reply of a prediction API, counted before it is parsed (50,000 "
+        "sentences with 20,000 entities are ~470,000).",
+    )
+    max_prediction_string_chars: int = _setting(
+        1000, "Characters of one string (label name, id, key) in a prediction API's reply."
+    )
+    max_prediction_entities: int = _setting(
+        20_000, "Entities in one prediction API reply (one batch); the job fails above it."
     )
 
     @property

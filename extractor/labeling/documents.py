@@ -6,7 +6,6 @@ spans are tested directly.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -14,6 +13,12 @@ from typing import Any
 
 from extractor.labeling.config import LabelingSettings, setting_variable
 from extractor.labeling.errors import JobFailure
+from extractor.labeling.reply_json import (
+    ReplyLimits,
+    ReplyRefused,
+    extraction_limits,
+    parse_reply_json,
+)
 from extractor.schemas import importable_errors
 
 # `Speaker 1: good morning`: a short name starting with a letter, so `10:30 call` stays text.
@@ -222,11 +227,13 @@ def importable_from_reply(
     content: bytes,
     charset: str | None = None,
     budget: TextBudget | None = None,
+    limits: ReplyLimits | None = None,
 ) -> dict[str, Any]:
     """Interpret an extractor's reply by its Content-Type alone, as the outbound contract says.
 
-    The reply is already bounded in bytes by the outbound client; ``budget`` bounds its lines
-    and tokens (the default limits when none is given).
+    The reply is already bounded in bytes by the outbound client; a JSON reply is measured
+    against ``limits`` (nesting, values, string and number lengths) before it is parsed, and
+    ``budget`` bounds its lines and tokens (the default limits when either is not given).
     """
     budget = budget or TextBudget()
     if content_type == "text/plain":
@@ -235,9 +242,12 @@ def importable_from_reply(
         )
     if content_type == "application/json":
         try:
-            document = json.loads(content)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise JobFailure("the extractor replied invalid JSON", document=name) from exc
+            document = parse_reply_json(
+                content, limits or extraction_limits(LabelingSettings()), "the extractor"
+            )
+        except ReplyRefused as refused:
+            refused.details["document"] = name
+            raise
         errors = importable_errors(document, limit=1)
         if errors:
             raise JobFailure(

@@ -15,7 +15,7 @@ from ariadne import (
     make_executable_schema,
     upload_scalar,
 )
-from graphql import FieldNode, GraphQLError, GraphQLResolveInfo, GraphQLSchema
+from graphql import GraphQLError, GraphQLResolveInfo, GraphQLSchema
 
 from extractor.labeling.auth import Caller
 from extractor.labeling.errors import (
@@ -24,6 +24,7 @@ from extractor.labeling.errors import (
     LimitExceededError,
     UserInputError,
 )
+from extractor.labeling.replies import ReplyBudget, StoredJSON
 from extractor.labeling.service import LabelingService
 from extractor.schemas import SCHEMAS_DIR
 
@@ -33,6 +34,7 @@ query = QueryType()
 mutation = MutationType()
 json_scalar = ScalarType("JSON")
 project_type = ObjectType("Project")
+document_type = ObjectType("Document")
 
 
 @json_scalar.serializer
@@ -90,22 +92,20 @@ def resolve_project(_: Any, info: GraphQLResolveInfo, projectId: str) -> dict[st
     return service.project(caller, projectId)
 
 
-def selects_importable(info: GraphQLResolveInfo) -> bool:
-    """Whether the query asks for documents' ``importable`` (fragments: assume it does)."""
-    for node in info.field_nodes:
-        for selection in node.selection_set.selections if node.selection_set else ():
-            if not isinstance(selection, FieldNode) or selection.name.value == "importable":
-                return True
-    return False
-
-
 @project_type.field("documents")
 def resolve_documents(
     project: dict[str, Any], info: GraphQLResolveInfo, offset: int = 0, limit: int | None = None
 ) -> list[dict[str, Any]]:
     service, _ = _context(info)
     page = service.settings.max_documents_page if limit is None else limit
-    return service.documents(project["id"], offset, page, with_importable=selects_importable(info))
+    return service.documents(project["id"], offset, page)
+
+
+@document_type.field("importable")
+def resolve_importable(document: dict[str, Any], info: GraphQLResolveInfo) -> StoredJSON:
+    """The document's JSON, charged by its bytes to the reply and copied in as stored."""
+    budget: ReplyBudget = info.context["reply"]
+    return budget.charge(document["id"], document["size"])
 
 
 @project_type.field("documentCount")
@@ -181,7 +181,9 @@ def labeling_schema() -> GraphQLSchema:
     """The executable schema from ``schemas/labeling.graphql``, built once per process."""
     # Read as text, not by path: an installed package's resource need not be a file on disk.
     sdl = (SCHEMAS_DIR / "labeling.graphql").read_text(encoding="utf-8")
-    return make_executable_schema(sdl, query, mutation, project_type, json_scalar, upload_scalar)
+    return make_executable_schema(
+        sdl, query, mutation, project_type, document_type, json_scalar, upload_scalar
+    )
 
 
 def request_error_extensions(error: GraphQLError) -> dict[str, str]:

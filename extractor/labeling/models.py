@@ -1,27 +1,37 @@
-"""The labeling service's tables, as SQLAlchemy 2 declarative classes named after the domain."""
+"""The labeling service's tables, as SQLAlchemy 2 declarative classes named after the domain.
+
+The jobs tables belong to the job queue (``extractor.jobs.tables``); the labeling migrations
+create both, and add the jobs' foreign key to ``users``.
+"""
 
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Column,
     DateTime,
-    Float,
     ForeignKey,
     Index,
     Integer,
-    LargeBinary,
     MetaData,
     String,
     Table,
     Text,
+    cast,
+    event,
+    func,
+    inspect,
+    update,
 )
-from sqlalchemy.engine.default import DefaultExecutionContext
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import DeclarativeBase, Mapped, Mapper, mapped_column, relationship
+
+from extractor.jobs import utcnow as utcnow  # one clock for every table
 
 # Stable constraint names, so Alembic migrations can refer to them on every engine.
 NAMING_CONVENTION = {
@@ -35,11 +45,6 @@ NAMING_CONVENTION = {
 def new_id() -> str:
     """A fresh opaque identifier (UUID4 text) for any row."""
     return str(uuid.uuid4())
-
-
-def utcnow() -> datetime:
-    """Now in UTC, naive: SQLite keeps no zone, so every timestamp is stored as naive UTC."""
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class Base(DeclarativeBase):
@@ -151,6 +156,10 @@ class Document(Base):
     """One uploaded file of a project, kept whole in the Importable format (cells and labels)."""
 
     __tablename__ = "documents"
+    # Everything a page of documents reads, so it never touches a document's text (0006).
+    __table_args__ = (
+        Index("ix_documents_page", "project_id", "position", "id", "name", "size_bytes"),
+    )
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     project_id: Mapped[str] = mapped_column(
         ForeignKey("projects.id", ondelete="CASCADE"), index=True
@@ -158,82 +167,32 @@ class Document(Base):
     position: Mapped[int] = mapped_column(Integer)
     name: Mapped[str] = mapped_column(String(500))
     importable: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # Bytes of ``importable`` as stored, which is what a reply of it carries: set by the
+    # database itself whenever ``importable`` is written (see :func:`measure_stored_size`), so a
+    # query's reply size is known from a cheap sum before any document is read.
+    size_bytes: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     project: Mapped[Project] = relationship(back_populates="documents")
 
 
-def job_tenant(context: DefaultExecutionContext) -> str:
-    """Whom a new job counts against for fair scheduling: its team, else its owner alone.
+def stored_size(importable: Any) -> Any:
+    """SQL for the bytes of a stored JSON value: the length of its text, which is ASCII (the
+    JSON encoder escapes every other character), so characters are bytes on every engine."""
+    return func.length(cast(importable, Text))
 
-    Taken from the payload's ``teamId`` (every team job carries one), so no enqueue site has to
-    remember to set it.
+
+@event.listens_for(Document, "after_insert")
+@event.listens_for(Document, "after_update")
+def measure_stored_size(_mapper: Mapper[Any], connection: Connection, document: Document) -> None:
+    """Record a document's ``size_bytes`` from the text just stored, in the same transaction.
+
+    Measured by the database rather than by serializing the document a second time here, so
+    the size is the stored text's by construction, whoever writes ``importable``.
     """
-    params = context.get_current_parameters()
-    payload = params.get("payload")
-    team = payload.get("teamId") if isinstance(payload, dict) else None
-    return f"team:{team}" if team else f"user:{params['owner_id']}"
-
-
-class Job(Base):
-    """A unit of background work (project creation, auto-labeling) leased by one worker at a time.
-
-    ``locked_by``/``locked_until`` form the lease: a worker that stops heart-beating loses it and
-    the job is claimed again. ``checkpoint`` keeps a small marker of what a resumed run may skip;
-    the results of finished steps live in :class:`JobResult` rows, so a checkpoint costs what
-    one step produced, never everything so far. ``tenant`` (``team:<id>`` or ``user:<id>``)
-    and ``claimed_at`` drive fair claims; ``run_seconds`` is the worker time spent on the job
-    over all its runs, held against the job deadline.
-    """
-
-    __tablename__ = "jobs"
-    __table_args__ = (
-        Index("ix_jobs_claim", "status", "locked_until"),
-        Index("ix_jobs_tenant_status", "tenant", "status"),
-        Index("ix_jobs_tenant_claimed_at", "tenant", "claimed_at"),
+    if not inspect(document).attrs.importable.history.has_changes():
+        return  # an update of other columns only
+    connection.execute(
+        update(Document)
+        .where(Document.id == document.id)
+        .values(size_bytes=stored_size(Document.importable))
     )
-    id: Mapped[str] = mapped_column(String(80), primary_key=True)
-    kind: Mapped[str] = mapped_column(String(40))
-    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    tenant: Mapped[str] = mapped_column(String(80), default=job_tenant)
-    status: Mapped[str] = mapped_column(String(16))
-    progress: Mapped[int] = mapped_column(Integer, default=0)
-    errors: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
-    result_id: Mapped[str | None] = mapped_column(String(80))
-    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
-    checkpoint: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    locked_by: Mapped[str | None] = mapped_column(String(120))
-    locked_until: Mapped[datetime | None] = mapped_column(DateTime)
-    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime)
-    claimed_at: Mapped[datetime | None] = mapped_column(DateTime)
-    run_seconds: Mapped[float] = mapped_column(Float, default=0.0)
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-
-
-class JobResult(Base):
-    """What one finished step of a running job produced (a batch's labels, a built document).
-
-    One row per step, written in the transaction that advances the job's checkpoint, read back
-    at delivery and deleted when the job ends.
-    """
-
-    __tablename__ = "job_results"
-    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
-    step: Mapped[int] = mapped_column(Integer, primary_key=True)
-    data: Mapped[Any] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-
-
-class JobUpload(Base):
-    """A file uploaded with ``createProject``, kept in the database until its job ends.
-
-    The database, not a local disk, so a worker on another machine can process it.
-    """
-
-    __tablename__ = "job_uploads"
-    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
-    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
-    position: Mapped[int] = mapped_column(Integer)
-    filename: Mapped[str] = mapped_column(String(500))
-    content: Mapped[bytes] = mapped_column(LargeBinary)

@@ -1,6 +1,6 @@
 """The CreateProject job: turn uploads into documents (through a custom API for OCR and audio).
 
-The project row is written only at delivery, in the same transaction that marks the job
+The project row is written only when the job succeeds, in the same transaction that marks it
 DELIVERED: until then nobody can see a project, and a failed job leaves nothing behind. Each
 document built is kept as a step result (``job_results``) meanwhile, so a resumed job, after a
 restart or after handing its worker to another team, goes on with the next upload instead of
@@ -10,12 +10,12 @@ sending the custom API the finished ones again.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from extractor.jobs import JobQueue, JobRun, Upload, iter_step_results
 from extractor.labeling.clients import ExtractorClient
 from extractor.labeling.db import Database
 from extractor.labeling.documents import (
@@ -25,21 +25,12 @@ from extractor.labeling.documents import (
     importable_from_text,
 )
 from extractor.labeling.errors import JobFailure
-from extractor.labeling.jobs import JobRun, step_results
-from extractor.labeling.models import CustomAPI, Document, JobUpload, Project, Tag
+from extractor.labeling.models import CustomAPI, Document, Project, Tag
+from extractor.labeling.reply_json import extraction_limits
 
 log = logging.getLogger(__name__)
 
 KIND = "CreateProject"
-
-
-@dataclass(frozen=True)
-class Upload:
-    """One file of the project, as stored with its job."""
-
-    position: int
-    filename: str
-    content: bytes
 
 
 class CreateProjectJob:
@@ -47,7 +38,8 @@ class CreateProjectJob:
 
     kind = KIND
 
-    def __init__(self, db: Database, client: ExtractorClient) -> None:
+    def __init__(self, queue: JobQueue, db: Database, client: ExtractorClient) -> None:
+        self.queue = queue
         self.db = db
         self.client = client
 
@@ -56,7 +48,7 @@ class CreateProjectJob:
         budget = TextBudget.from_settings(self.client.settings)
         if done:
             with self.db.session() as session:
-                for result in step_results(session, job_id):
+                for result in iter_step_results(session, job_id):
                     cells = result["importable"]["cells"]
                     budget.project_lines += len(cells)
                     budget.project_tokens += sum(len(cell["tokens"]) for cell in cells)
@@ -66,28 +58,30 @@ class CreateProjectJob:
         """Extract each upload not yet done, in order, storing each document; then deliver."""
         payload = run.job.payload
         kind = payload["kind"]
-        uploads = self._uploads(run.job.id)
+        uploads = self.queue.upload_count(run.job.id)
         api = self._custom_api(payload) if kind in ("OCR", "AUDIO") else None
         done: int = (run.job.checkpoint or {}).get("uploadsDone", 0)
         budget = self._budget(run.job.id, done)  # lines and tokens (issue 11)
-        for index in range(done, len(uploads)):
+        for index in range(done, uploads):
             run.check()
-            upload = uploads[index]
+            upload = self.queue.upload(run.job.id, index)  # one at a time: 500 x 100 KB is 50 MB
             if api is None:
                 text = decode_text(upload.content, f"{upload.filename!r}")
                 importable = importable_from_text(upload.filename, kind, text, budget)
             else:
                 importable = self._extract(api, kind, upload, budget)
             run.progress(
-                int(100 * (index + 1) / len(uploads)),
+                int(100 * (index + 1) / uploads),
                 {"uploadsDone": index + 1},
                 result=(index, {"name": upload.filename, "importable": importable}),
             )
-            if index + 1 < len(uploads):
+            if index + 1 < uploads:
                 run.share_point()
 
         def write(session: Session) -> str:
-            documents = [(d["name"], d["importable"]) for d in step_results(session, run.job.id)]
+            """Create the project, then its documents one by one from the step results: each is
+            inserted and dropped from the session before the next is read, so delivery holds
+            one document, not the project (500 documents were +500 MB at once)."""
             project = Project(
                 name=payload["name"],
                 kind=kind,
@@ -97,23 +91,22 @@ class CreateProjectJob:
             tag_ids = payload.get("tagIds") or []
             if tag_ids:
                 project.tags = list(session.scalars(select(Tag).where(Tag.id.in_(tag_ids))))
-            project.documents = [
-                Document(position=index, name=name, importable=importable)
-                for index, (name, importable) in enumerate(documents)
-            ]
             session.add(project)
             session.flush()
-            session.execute(delete(JobUpload).where(JobUpload.job_id == run.job.id))
-            return project.id
+            for index, built in enumerate(iter_step_results(session, run.job.id)):
+                document = Document(
+                    project_id=project.id,
+                    position=index,
+                    name=built["name"],
+                    importable=built["importable"],
+                )
+                session.add(document)
+                session.flush()
+                session.expunge(document)
+                del built, document
+            return project.id  # the queue deletes the uploads as the job succeeds
 
-        run.deliver(write)
-
-    def _uploads(self, job_id: str) -> list[Upload]:
-        with self.db.session() as session:
-            rows = session.scalars(
-                select(JobUpload).where(JobUpload.job_id == job_id).order_by(JobUpload.position)
-            )
-            return [Upload(row.position, row.filename, row.content) for row in rows]
+        run.succeed(write)
 
     def _custom_api(self, payload: dict[str, Any]) -> CustomAPI:
         with self.db.session() as session:
@@ -130,7 +123,13 @@ class CreateProjectJob:
             api.endpoint_url, upload.filename, upload.content, api.secret_token
         )
         importable = importable_from_reply(
-            upload.filename, kind, reply.content_type, reply.content, reply.charset, budget
+            upload.filename,
+            kind,
+            reply.content_type,
+            reply.content,
+            reply.charset,
+            budget,
+            extraction_limits(self.client.settings),
         )
         if not importable["cells"]:
             log.info("custom API %s found no text in %r", api.id, upload.filename)

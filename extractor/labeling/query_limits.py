@@ -5,6 +5,9 @@ A 6 KB query of 100 aliased ``getProject`` fields used to return 85 MB (peak 792
 (at parse time), selection depth, aliases, a cost that counts fields and the documents each
 ``documents`` page may return, and at most one mutation that creates a job. Each refusal is a
 ``LIMIT_EXCEEDED`` error naming its setting.
+
+Introspection is walked like the rest (issue 18): its aliases and depth count, and its cost is
+exact, every value its reply would hold (:mod:`extractor.labeling.introspection`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ from graphql import (
 
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.errors import LimitExceededError
+from extractor.labeling.introspection import (
+    full_description_cost,
+    introspection_children,
+    type_name_argument,
+)
 
 # The one field that reads a whole document from the database and sends it back.
 IMPORTABLE_COST = 10
@@ -69,13 +77,24 @@ def parse_bounded(source: str, settings: LabelingSettings) -> DocumentNode:
 
 @dataclass
 class Tally:
-    """What walking one operation found: its deepest field, its aliases, its cost, and the
-    selections visited to find them."""
+    """What walking one operation found: its deepest field, its aliases, its cost (of the
+    service's fields, and of introspection apart), and the selections visited to find them."""
 
     depth: int = 0
     aliases: int = 0
     cost: int = 0
+    introspection: int = 0
     steps: int = 0
+
+    @property
+    def total(self) -> int:
+        """The whole operation's cost."""
+        return self.cost + self.introspection
+
+
+# Inside introspection: the introspection type being selected and every schema element the
+# selection is resolved for (``__Type`` and the 33 types, say).
+Place = tuple[str, list[Any]]
 
 
 class OperationWalk:
@@ -90,16 +109,19 @@ class OperationWalk:
         settings: LabelingSettings,
         variables: Mapping[str, Any],
         fragment: Callable[[str], FragmentDefinitionNode | None],
+        schema: GraphQLSchema,
+        budget: float,
     ) -> None:
         self.settings = settings
         self.variables = variables
         self.fragment = fragment
+        self.schema = schema
+        self.budget = budget
         self.tally = Tally()
 
     def over_budget(self) -> bool:
-        """Whether the walk has already cost (or taken) more than the cost limit allows."""
-        limit = self.settings.max_query_cost
-        return self.tally.cost > limit or self.tally.steps > limit
+        """Whether the walk has already cost (or taken) more than ``budget`` allows."""
+        return self.tally.total > self.budget or self.tally.steps > self.budget
 
     def repeat(self, node: FieldNode) -> int:
         """How many objects a field's selection is resolved for: its page size or id count."""
@@ -123,9 +145,15 @@ class OperationWalk:
         return max(0, min(value, self.settings.max_documents_page))
 
     def walk(
-        self, selections: SelectionSetNode, depth: int, repeat: int, path: frozenset[str]
+        self,
+        selections: SelectionSetNode,
+        depth: int,
+        repeat: int,
+        path: frozenset[str],
+        place: Place | None = None,
     ) -> None:
-        """Tally ``selections`` found ``depth`` fields deep, each resolved ``repeat`` times."""
+        """Tally ``selections`` found ``depth`` fields deep, each resolved ``repeat`` times, or
+        for each element of ``place`` inside introspection."""
         for selection in selections.selections:
             if self.over_budget():
                 return
@@ -133,23 +161,46 @@ class OperationWalk:
             if isinstance(selection, FieldNode):
                 if selection.alias is not None:
                     self.tally.aliases += 1
-                # Introspection is bounded by graphql-core's MaxIntrospectionDepthRule.
-                if selection.name.value.startswith("__"):
-                    continue
                 self.tally.depth = max(self.tally.depth, depth)
-                weight = IMPORTABLE_COST if selection.name.value == "importable" else 1
+                name = selection.name.value
+                if place is not None or name.startswith("__"):
+                    self.walk_introspection(selection, depth, repeat, path, place)
+                    continue
+                weight = IMPORTABLE_COST if name == "importable" else 1
                 self.tally.cost += repeat * weight
                 if selection.selection_set is not None:
                     self.walk(
                         selection.selection_set, depth + 1, repeat * self.repeat(selection), path
                     )
             elif isinstance(selection, InlineFragmentNode):
-                self.walk(selection.selection_set, depth, repeat, path)
+                self.walk(selection.selection_set, depth, repeat, path, place)
             elif isinstance(selection, FragmentSpreadNode):
                 name = selection.name.value
                 definition = self.fragment(name)
                 if definition is not None and name not in path:  # cycles: NoFragmentCycles
-                    self.walk(definition.selection_set, depth, repeat, path | {name})
+                    self.walk(definition.selection_set, depth, repeat, path | {name}, place)
+
+    def walk_introspection(
+        self, node: FieldNode, depth: int, repeat: int, path: frozenset[str], place: Place | None
+    ) -> None:
+        """Tally one introspection field: one value per element it is resolved for (a list of
+        enum values: each value), and its selection for every element it returns.
+
+        ``ofType`` adds no depth: it is a chain as long as the schema's type wrapping (then
+        null), which the standard introspection query asks for nine levels deep.
+        """
+        kind, elements = place if place is not None else ("Query", [None] * repeat)
+        name = node.name.value
+        arguments = type_name_argument(node, self.variables) if name == "__type" else None
+        found = introspection_children(self.schema, kind, name, elements, arguments)
+        values = len(elements)
+        if found is not None and found[0] == "":
+            values += len(found[1])
+        self.tally.introspection += values
+        if found is None or found[0] == "" or node.selection_set is None:
+            return
+        child_depth = depth if name == "ofType" else depth + 1
+        self.walk(node.selection_set, child_depth, repeat, path, found)
 
     def job_mutations(self, operation: OperationDefinitionNode, schema: GraphQLSchema) -> int:
         """Root fields of a mutation that return a ``Job`` (fragments on Mutation included)."""
@@ -185,13 +236,21 @@ def query_limit_rules(
         than the settings allow."""
 
         def enter_operation_definition(self, node: OperationDefinitionNode, *_: Any) -> None:
-            walk = OperationWalk(settings, variables, self.context.get_fragment)
+            schema = self.context.schema
+            # Introspection alone may cost as much as the schema's full description.
+            allowance = max(settings.max_query_cost, full_description_cost(schema))
+            walk = OperationWalk(settings, variables, self.context.get_fragment, schema, allowance)
             walk.walk(node.selection_set, 1, 1, frozenset())
             tally = walk.tally
-            if walk.over_budget():
-                self.report_error(
-                    limit_error(settings, "max_query_cost", "The query asks for too much")
-                )
+            limit = allowance if tally.cost == 0 else settings.max_query_cost
+            if walk.over_budget() or max(tally.total, tally.steps) > limit:
+                message = "The query asks for too much"
+                if tally.introspection:
+                    message += (
+                        f" (introspection alone may cost {allowance}, the schema's full "
+                        "description; with other fields, introspection counts like them)"
+                    )
+                self.report_error(limit_error(settings, "max_query_cost", message))
             if tally.depth > settings.max_query_depth:
                 self.report_error(
                     limit_error(settings, "max_query_depth", "The query is nested too deeply")
@@ -211,6 +270,18 @@ def query_limit_rules(
                 )
 
     return [QueryLimitsRule, MaxIntrospectionDepthRule]
+
+
+def introspection_cost(schema: GraphQLSchema, document: DocumentNode) -> int:
+    """What the first operation of ``document`` costs in introspection values, unbounded
+    (the standard query's cost is measured so, once per schema)."""
+    fragments = {
+        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+    }
+    operation = next(d for d in document.definitions if isinstance(d, OperationDefinitionNode))
+    walk = OperationWalk(LabelingSettings(), {}, fragments.get, schema, float("inf"))
+    walk.walk(operation.selection_set, 1, 1, frozenset())
+    return walk.tally.introspection
 
 
 def limit_errors(

@@ -110,6 +110,7 @@ def test_every_valid_file_decodes(name: str) -> None:
     decode(files[name])
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=800)
 @given(damaged_files())
 def test_damaged_real_files_are_a_result_or_a_4xx(named: tuple[str, bytes]) -> None:
@@ -124,6 +125,7 @@ numbers = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=300)
 @given(
     box=st.lists(numbers, min_size=0, max_size=5).map(" ".join),

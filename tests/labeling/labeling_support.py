@@ -7,38 +7,37 @@ directory's conftest.py is imported under that one name.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
-import pwd
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from glob import glob
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
+from postgres_support import ThrowawayCluster as ThrowawayCluster  # the fixtures' import
+from postgres_support import free_port as free_port
 from sqlalchemy import create_engine, make_url, text
 from werkzeug.serving import BaseWSGIServer
 from werkzeug.serving import make_server as make_wsgi_server
 
+from extractor.jobs import JobsBase, new_job_id
+from extractor.jobs.tables import Job
 from extractor.labeling.app import LabelingState, create_labeling_app
 from extractor.labeling.auth import add_user
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.credentials import new_key
 from extractor.labeling.db import Database, migrate
-from extractor.labeling.jobs import new_job_id
-from extractor.labeling.models import Base, Job
+from extractor.labeling.models import Base
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,68 +46,6 @@ TERMINAL = ("DELIVERED", "FAILED")
 
 
 JOB_FIELDS = "id status progress resultId createdAt updatedAt errors { id stack args }"
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now, on loopback."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-# -- PostgreSQL -------------------------------------------------------------------------------
-
-
-def postgres_bin(name: str) -> str | None:
-    """A PostgreSQL server binary from PATH or Debian's versioned folders, newest first."""
-    found = shutil.which(name)
-    if found:
-        return found
-    candidates = sorted(glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)
-    return candidates[0] if candidates else None
-
-
-class ThrowawayCluster:
-    """A PostgreSQL cluster in a temporary folder, on a free loopback port, trusting local users."""
-
-    def __init__(self) -> None:
-        initdb, pg_ctl = postgres_bin("initdb"), postgres_bin("pg_ctl")
-        if not initdb or not pg_ctl:
-            reason = "PostgreSQL server binaries (initdb, pg_ctl) are not installed"
-            if os.environ.get("EXTRACTOR_TEST_REQUIRE_POSTGRES"):
-                pytest.fail(f"{reason}, and EXTRACTOR_TEST_REQUIRE_POSTGRES is set")
-            pytest.skip(reason)
-        self.pg_ctl = pg_ctl
-        self.root = Path(tempfile.mkdtemp(prefix="labeling-pg-"))
-        self.data = self.root / "data"
-        self.port = free_port()
-        # initdb refuses to run as root: hand the folder to the postgres OS user.
-        self.as_user: list[str] = []
-        if os.geteuid() == 0:
-            user = pwd.getpwnam("postgres")
-            os.chown(self.root, user.pw_uid, user.pw_gid)
-            self.as_user = ["runuser", "-u", "postgres", "--"]
-        self._run([initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"])
-        options = (
-            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
-        self._run([pg_ctl, "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
-                   "-w", "start"])  # fmt: skip
-        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
-
-    def _run(self, command: list[str]) -> None:
-        done = subprocess.run(
-            [*self.as_user, *command], capture_output=True, text=True, timeout=120, check=False
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"{command[0]} failed: {done.stdout}\n{done.stderr}")
-
-    def stop(self) -> None:
-        try:
-            self._run([self.pg_ctl, "-D", str(self.data), "-m", "immediate", "stop"])
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
 
 
 class DatabaseFactory:
@@ -154,7 +91,8 @@ class DatabaseFactory:
         engine = create_engine(url)
         try:
             with engine.begin() as connection:
-                tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
+                every = [*Base.metadata.sorted_tables, *JobsBase.metadata.sorted_tables]
+                tables = ", ".join(t.name for t in every)
                 connection.execute(text(f"TRUNCATE {tables} CASCADE"))
         finally:
             engine.dispose()
@@ -568,9 +506,11 @@ AUTO_LABEL = (
 
 def queued_job(owner_id: int, payload: dict[str, Any] | None = None) -> Job:
     """A row of a QUEUED job of kind ``Test``, for tests of the queue itself."""
+    payload = payload or {}
+    tenant = f"team:{payload['teamId']}" if payload.get("teamId") else f"user:{owner_id}"
     return Job(
         id=new_job_id("Test"), kind="Test", owner_id=owner_id, status="QUEUED", errors=[],
-        payload=payload or {},
+        payload=payload, tenant=tenant,
     )  # fmt: skip
 
 
@@ -592,3 +532,95 @@ def auto_label(server: LabelingServer, user: User, project_id: str, url: str) ->
     """Queue auto-labeling one line per request; the job id."""
     data = server.ok(AUTO_LABEL, auto_label_input(user.email, project_id, url), token=user.token)
     return str(data["result"]["id"])
+
+
+def group_rss(group: int) -> int:
+    """Resident bytes of every process in the process group (gunicorn's master and workers)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            # Fields after the command name (which may hold spaces): state ppid pgrp ...
+            if int(stat.rsplit(")", 1)[1].split()[2]) != group:
+                continue
+            status = Path(f"/proc/{entry}/status").read_text()
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
+# -- hostile prediction replies (issue 18) ----------------------------------------------------
+
+# The one line of the project the hostile replies are sent for (their spans fit in it).
+CELL_TEXT = "John met Mary in Paris"
+
+
+@functools.cache
+def hostile_prediction_replies(
+    scale: int, document_id: str = "d1", sentence: int = 0
+) -> dict[str, tuple[bytes, str]]:
+    """Each attack shape on the prediction reply (issue 18's and others), ``scale`` times the
+    issue's size: shape -> (reply body, what the job's reason must say)."""
+    entity = b'{"label": "PER", "start_char": 0, "end_char": 4}'
+
+    def reply(entities: bytes, document: bytes = b"") -> bytes:
+        return (
+            b'{"documents": [{"id": "' + document_id.encode() + b'", "labels": [{"id": '
+            + str(sentence).encode() + b', "entities": [' + entities + b"]}]" + document + b"}]}"
+        )  # fmt: skip
+
+    deep = 100_000 * scale
+    empty_entities = 300_000 * scale
+    return {
+        # Attack 3: nesting at the top level, inside `labels`, and of objects.
+        "deep-arrays": (b"[" * deep + b"]" * deep, "nested too deeply"),
+        "deep-in-labels": (
+            b'{"documents": [{"id": "d", "labels": ' + b"[" * deep + b"]" * deep + b"}]}",
+            "nested too deeply",
+        ),
+        "deep-objects": (b'{"a": ' * deep + b"1" + b"}" * deep, "nested too deeply"),
+        # Attack 4: every entity empty (one schema error each); 2x is past the values limit.
+        "empty-entities": (
+            reply(b",".join([b"{}"] * empty_entities)),
+            "malformed: at documents/0/labels/0/entities/0" if scale == 1 else "too many values",
+        ),
+        # Attack 5: 400,000 labels (16 MB), 10 million empty lists (30 MB).
+        "many-labels": (reply(b",".join([entity] * 400_000 * scale)), "too many values"),
+        "empty-lists": (
+            b'{"documents": [], "x": [' + b",".join([b"[]"] * 10_000_000 * scale) + b"]}",
+            "too many values",
+        ),
+        # Shapes not in the issue.
+        "entities-past-limit": (
+            reply(b",".join([entity] * (20_000 * scale + 1))),
+            "more than 20000 entities",
+        ),
+        "many-keys": (
+            b"{" + b",".join(b'"k%d": 0' % i for i in range(1_000_000 * scale)) + b"}",
+            "too many values",
+        ),
+        "huge-string": (
+            reply(
+                b'{"label": "' + b"P" * (10 * 1024 * 1024 * scale) + b'", "start_char": 0, '
+                b'"end_char": 4}'
+            ),
+            "string too long",
+        ),
+        "long-number": (
+            reply(b'{"label": "P", "start_char": ' + b"9" * 10_000 * scale + b', "end_char": 4}'),
+            "number too long",
+        ),
+        "duplicate-keys": (
+            reply(entity, b', "labels": []'),
+            "repeating a key",
+        ),
+        "lone-surrogate": (
+            reply(b'{"label": "\\ud800", "start_char": 0, "end_char": 4}'),
+            "unpaired UTF-16 surrogate",
+        ),
+    }

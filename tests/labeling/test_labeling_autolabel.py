@@ -206,7 +206,7 @@ def failing_after_first(reply: Reply) -> Callable[[Received], Reply]:
     ("reply", "message"),
     [
         ((500, {"Content-Type": "text/plain"}, b"boom"), "answered HTTP"),
-        ((200, {"Content-Type": "application/json"}, b"<html>garbage"), "not JSON"),
+        ((200, {"Content-Type": "application/json"}, b"<html>garbage"), "invalid JSON"),
         (json_reply({"documents": "nope"}), "malformed"),
         (json_reply({"documents": [{"id": "other", "labels": []}]}), "did not send"),
         (json_reply({"documents": [{"labels": [{"id": 0, "entities": []}]}]}), "malformed"),

