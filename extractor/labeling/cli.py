@@ -179,7 +179,7 @@ def run_workers(
     if metrics_bind:
         from extractor.labeling.metrics import serve_worker_metrics
 
-        serve_worker_metrics(metrics_bind, state.db)
+        serve_worker_metrics(metrics_bind, state.queue)
     stop = threading.Event()
 
     def request_stop(signum: int, _frame: Any) -> None:
