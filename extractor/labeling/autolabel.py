@@ -22,12 +22,12 @@ import jsonschema
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from extractor.jobs import JobRun, step_results
 from extractor.labeling.clients import ExtractorClient
 from extractor.labeling.config import LabelingSettings, setting_variable
 from extractor.labeling.db import Database
 from extractor.labeling.documents import Entity, sentences, span_label
 from extractor.labeling.errors import JobFailure
-from extractor.labeling.jobs import JobRun, step_results
 from extractor.labeling.models import Document, Project
 from extractor.labeling.reply_json import prediction_limits
 
@@ -256,7 +256,7 @@ class AutoLabelJob:
                     document.importable = importable  # a new object, so the change is seen
             return project.id
 
-        run.deliver(write)
+        run.succeed(write)
 
     def _project(self, project_id: str) -> tuple[str, list[tuple[str, str, list[dict[str, Any]]]]]:
         with self.db.session() as session:
