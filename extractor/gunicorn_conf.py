@@ -50,6 +50,7 @@ def intake_limits(settings: Settings) -> IntakeLimits:
         body_timeout=settings.body_timeout,
         min_body_rate=settings.body_min_rate,
         max_pending=settings.max_pending_connections,
+        send_timeout=settings.send_timeout,
         max_body_bytes=settings.max_upload_bytes + MULTIPART_SLACK,
         spool_dir=settings.tmp_dir,
         admit=partial(_require_secret, settings.secret) if settings.secret else None,

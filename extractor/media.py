@@ -441,7 +441,7 @@ class Audio:
 
 
 @contextmanager
-def _av_errors() -> Iterator[None]:
+def av_errors() -> Iterator[None]:
     import av
 
     try:
@@ -451,44 +451,70 @@ def _av_errors() -> Iterator[None]:
 
 
 def decode_audio(path: Path, *, max_seconds: float, keep_channels: bool = False) -> Audio:
-    """Decode the first audio track to 16 kHz float32, mono or one row per channel.
+    """Decode the first audio track to 16 kHz float32, mono or one row per channel, in memory.
 
     Samples go straight into one growing buffer (no list of chunks to concatenate), so a long
     recording is never held twice; the duration limit is checked from the container first and
-    enforced while decoding for files that do not declare it.
+    enforced while decoding for files that do not declare it. The server decodes with
+    ``spooled.decode_spooled`` instead, which holds a bounded piece at a time.
     """
     import av
 
-    with _av_errors(), av.open(str(path), metadata_errors="ignore") as container:
-        if not container.streams.audio:
-            raise UnsupportedMedia("the file has no audio track")
-        stream = container.streams.audio[0]
-        declared = _declared_seconds(container, stream)
-        if declared is not None and declared > max_seconds + 1:
-            raise AudioTooLong(
-                f"the audio lasts {declared:.0f} s; the limit is {max_seconds:.0f} s"
-            )
-        if stream.codec_context is None:  # FFmpeg knows no decoder for this codec tag
-            raise UnsupportedMedia("the audio track uses a codec that cannot be decoded")
-        channels = stream.codec_context.channels or 1
-        rows = 2 if keep_channels and channels >= 2 else 1
-        resampler = av.AudioResampler(
-            format="fltp", layout="stereo" if rows == 2 else "mono", rate=SAMPLE_RATE
-        )
+    with av_errors(), av.open(str(path), metadata_errors="ignore") as container:
+        track = open_audio(container, max_seconds, keep_channels)
         # The buffer never outgrows the longest accepted audio: a file that declares its length
         # gets exactly that, one that does not starts at 30 s and doubles up to the limit.
         limit = int((max_seconds + 1) * SAMPLE_RATE)
-        first = min(int(((declared or 30) + 1) * SAMPLE_RATE), limit)
-        buffer = np.empty((rows, first), dtype=np.float32)
+        first = min(int(((track.declared or 30) + 1) * SAMPLE_RATE), limit)
+        buffer = np.empty((track.rows, first), dtype=np.float32)
         filled = 0
-        for frame in _frames(container, stream):
-            for out in resampler.resample(frame):
-                filled, buffer = _append(buffer, filled, out.to_ndarray(), limit, max_seconds)
-        for out in resampler.resample(None):
-            filled, buffer = _append(buffer, filled, out.to_ndarray(), limit, max_seconds)
+        for chunk in track.pieces():
+            filled, buffer = _append(buffer, filled, chunk, limit, max_seconds)
     if filled == 0:
         raise UnsupportedMedia("the audio track holds no samples")
-    return Audio(buffer[:, :filled], channels)
+    return Audio(buffer[:, :filled], track.channels)
+
+
+@dataclass(frozen=True)
+class AudioTrack:
+    """An opened file's first audio track and the resampler to 16 kHz float rows."""
+
+    container: Any
+    stream: Any
+    declared: float | None  # seconds, when the container states it
+    channels: int  # in the file
+    rows: int  # in the output: 1 (mono mix) or 2 (one per channel)
+    resampler: Any
+
+    def pieces(self) -> Iterator[np.ndarray]:
+        """The resampled samples, (rows, n) float32 a frame at a time, then the resampler's
+        tail; raise inside ``_av_errors``."""
+        for frame in _frames(self.container, self.stream):
+            for out in self.resampler.resample(frame):
+                yield out.to_ndarray()
+        for out in self.resampler.resample(None):
+            yield out.to_ndarray()
+
+
+def open_audio(container: Any, max_seconds: float, keep_channels: bool) -> AudioTrack:
+    """The first audio track of an opened ``container``, checked (415 without one or without a
+    decoder, 413 when its declared length passes ``max_seconds``)."""
+    import av
+
+    if not container.streams.audio:
+        raise UnsupportedMedia("the file has no audio track")
+    stream = container.streams.audio[0]
+    declared = _declared_seconds(container, stream)
+    if declared is not None and declared > max_seconds + 1:
+        raise AudioTooLong(f"the audio lasts {declared:.0f} s; the limit is {max_seconds:.0f} s")
+    if stream.codec_context is None:  # FFmpeg knows no decoder for this codec tag
+        raise UnsupportedMedia("the audio track uses a codec that cannot be decoded")
+    channels = stream.codec_context.channels or 1
+    rows = 2 if keep_channels and channels >= 2 else 1
+    resampler = av.AudioResampler(
+        format="fltp", layout="stereo" if rows == 2 else "mono", rate=SAMPLE_RATE
+    )
+    return AudioTrack(container, stream, declared, channels, rows, resampler)
 
 
 def _frames(container: Any, stream: Any) -> Iterator[Any]:

@@ -14,6 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -22,22 +23,16 @@ import numpy as np
 from . import metrics
 from .asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
 from .asr.base import TimedWord
+from .asr.speaker_count import SpeakerCount
 from .asr.speakers import SpeakerDiarizer, label_segments
 from .config import Settings
 from .errors import EngineTimeout, InvalidParameter, ServiceBusy, SpeakerAudioTooLong
 from .heap import limit_heap_retention, trim_heap
 from .importable import Document, DocumentKind, Line, Page, Word
-from .media import (
-    SAMPLE_RATE,
-    MediaKind,
-    PageImage,
-    PdfPages,
-    Sniffed,
-    decode_audio,
-    image_pages,
-)
+from .media import SAMPLE_RATE, MediaKind, PageImage, PdfPages, Sniffed, image_pages
 from .ocr import OcrOptions, TesseractEngine
 from .orientation import Reading, read_upright
+from .spooled import SpooledAudio, decode_spooled
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,6 +47,7 @@ class ExtractOptions:
 
     language: str | None = None  # audio: ISO 639-1, overrides EXTRACTOR_ASR_LANGUAGE
     speakers: str | None = None  # audio: one of SPEAKER_MODES
+    speaker_count: SpeakerCount | None = None  # speakers=auto: num/min/max_speakers, if given
     word_timestamps: bool = False  # audio: each word's time span in the cell's metadata
     prompt: str | None = None  # audio: text that conditions the transcription (OpenAI 'prompt')
     temperature: float | None = None  # audio: decoding temperature; None keeps the fallback
@@ -374,9 +370,10 @@ class Extractor:
                     f" ({', '.join(sorted(known)[:12])}{', ...' if len(known) > 12 else ''})"
                 )
         with timings.stage("decode"):
-            audio = decode_audio(
-                path, max_seconds=self.settings.max_audio_seconds, keep_channels=by_channel
-            )
+            audio = decode_spooled(
+                path, workdir, max_seconds=self.settings.max_audio_seconds,
+                keep_channels=by_channel, piece_seconds=self.settings.audio_chunk_seconds,
+            )  # fmt: skip
             duration_ms = int(audio.duration * 1000)
             if options.speakers == "auto" and audio.duration > self.settings.speakers_max_seconds:
                 raise SpeakerAudioTooLong(
@@ -384,12 +381,10 @@ class Extractor:
                     f" audio (EXTRACTOR_SPEAKERS_MAX_SECONDS); this file has"
                     f" {audio.duration:.0f} s"
                 )
-            two = by_channel and audio.samples.shape[0] == 2
-            signals = [audio.samples[0], audio.samples[1]] if two else [audio.mono()]
-            tracks = [
-                Track.of(signal, workdir / f"track-{n}.f32") for n, signal in enumerate(signals)
-            ]
-            del audio, signals  # a long recording now lives on disk, out of the engine's peak
+            two = audio.rows == 2
+            window = int(self.settings.audio_chunk_seconds * SAMPLE_RATE)
+            tracks = [Track.spooled(audio, row, window) for row in range(audio.rows)]
+            del audio
         transcribe = TranscribeOptions(
             language=language,
             beam_size=self.settings.asr_beam_size,
@@ -409,7 +404,9 @@ class Extractor:
                     language = language or transcript.language
                 lines.sort(key=lambda line: (line.start_ms or 0, line.end_ms or 0))
             elif options.speakers == "auto":
-                lines, language = self._speaker_lines(tracks[0], duration_ms, transcribe, timings)
+                lines, language = self._speaker_lines(
+                    tracks[0], duration_ms, transcribe, timings, options.speaker_count
+                )
             else:
                 transcript = self._transcribe(tracks[0], transcribe)
                 lines = transcript_lines(transcript, duration_ms, None, transcribe)
@@ -420,22 +417,23 @@ class Extractor:
         )  # fmt: skip
 
     def _speaker_lines(
-        self, track: Track, duration_ms: int, options: TranscribeOptions, timings: Timings
-    ) -> tuple[list[Line], str | None]:
+        self, track: Track, duration_ms: int, options: TranscribeOptions, timings: Timings,
+        count: SpeakerCount | None,
+    ) -> tuple[list[Line], str | None]:  # fmt: skip
         """``speakers=auto``: transcribe with word times, diarize, then label and split lines."""
         transcript = self._transcribe(track, replace(options, word_timestamps=True))
         if options.cancel is not None and options.cancel.is_set():
             raise EngineTimeout("transcription took longer than the request timeout")
         with timings.stage("speakers"):
             # Whole, in memory: speakers=auto is bounded by EXTRACTOR_SPEAKERS_MAX_SECONDS.
-            turns = self.speakers.turns(track.read(0, track.windows[-1][1]))
+            turns = self.speakers.turns(track.read(0, track.windows[-1][1]), count)
         lines: list[Line] = []
         for segment, speaker in label_segments(transcript, turns):
             lines += transcript_lines(Transcript((segment,), None), duration_ms, speaker, options)
         return lines, transcript.language
 
     def _transcribe(self, track: Track, options: TranscribeOptions) -> Transcript:
-        """Transcribe in windows of at most ``CHUNK_SECONDS``, cut at quiet moments.
+        """Transcribe in windows of at most ``EXTRACTOR_AUDIO_CHUNK_SECONDS``, cut at quiet moments.
 
         Whisper's feature extraction and the VAD both work on the whole signal at once, which
         for ten minutes of audio peaked at ~500 MB above the worker's RSS; windows bound that,
@@ -480,6 +478,15 @@ class Track:
             return cls(windows, samples, None)
         return cls(windows, None, spill_to)
 
+    @classmethod
+    def spooled(cls, audio: SpooledAudio, row: int, longest: int) -> Track:
+        """Row ``row`` of decoded audio, in windows of at most ``longest`` samples; the cuts are
+        searched by reading the file where they may fall, never the whole of it."""
+        windows = quiet_cuts(partial(audio.read, row), audio.length, longest)
+        if audio.memory is not None:
+            return cls(windows, audio.memory[row], None)
+        return cls(windows, None, audio.files[row])
+
     def read(self, start: int, end: int) -> np.ndarray:
         if self.samples is not None:
             return self.samples[start:end]
@@ -487,8 +494,9 @@ class Track:
         return np.fromfile(self.path, np.float32, count=end - start, offset=start * 4)
 
 
-# Longest window transcribed in one engine call: one Whisper window, so the VAD, the features and
-# the encoder never hold more than 30 s at once (2-minute windows peaked ~30 MB higher on 60 s of
+# Longest window of a Track made from samples in memory (``Track.of``; the server's windows are
+# EXTRACTOR_AUDIO_CHUNK_SECONDS long): one Whisper window, so the VAD, the features and the
+# encoder never hold more than 30 s at once (2-minute windows peaked ~30 MB higher on 60 s of
 # speech in-process, at the same CPU time).
 CHUNK_SECONDS = 30
 QUIET_SEARCH_SECONDS = 10  # how far back from a window's end to look for a quiet cut
@@ -498,12 +506,19 @@ QUIET_FRAME = SAMPLE_RATE // 20  # 50 ms frames when looking for the quietest mo
 def quiet_windows(samples: np.ndarray, longest: int) -> list[tuple[int, int]]:
     """Split ``samples`` into windows of at most ``longest`` samples, each cut at the quietest
     50 ms of the last ``QUIET_SEARCH_SECONDS`` before its limit, so no word is cut in half."""
+    return quiet_cuts(lambda start, end: samples[start:end], len(samples), longest)
+
+
+def quiet_cuts(
+    read: Callable[[int, int], np.ndarray], total: int, longest: int
+) -> list[tuple[int, int]]:
+    """``quiet_windows`` over ``total`` samples that ``read(start, end)`` returns a part of."""
     windows = []
-    start, total = 0, len(samples)
+    start = 0
     search = min(QUIET_SEARCH_SECONDS * SAMPLE_RATE, longest // 2)
     while total - start > longest:
         low = start + longest - search
-        frames = samples[low : start + longest]
+        frames = read(low, start + longest)
         usable = len(frames) // QUIET_FRAME * QUIET_FRAME
         energy = np.square(frames[:usable].reshape(-1, QUIET_FRAME)).mean(axis=1)
         cut = low + int(np.argmin(energy)) * QUIET_FRAME + QUIET_FRAME // 2

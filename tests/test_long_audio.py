@@ -39,8 +39,9 @@ def test_windows_join_into_one_ordered_transcript(
 ) -> None:
     sentence = "The committee will meet again next week to discuss the library"
     data = samples.repeat_speech(sentence, 16)
-    monkeypatch.setattr(service, "CHUNK_SECONDS", 6)  # several windows from 16 s of speech
-    body = post_file(make_app().test_client(), data, query="?words=true").get_json()
+    # Several windows from 16 s of speech, each decoded into a piece of its own on disk.
+    body = post_file(make_app(audio_chunk_seconds=6).test_client(), data,
+                     query="?words=true").get_json()  # fmt: skip
     validator.validate(body)
     starts = [label["startTimestampMillis"] for label in body["labels"]]
     assert starts == sorted(starts) and starts[-1] > 6000  # later windows are offset

@@ -331,3 +331,23 @@ def test_an_upgrade_request_is_handed_over_at_once(labeling: Service) -> None:
     with socket.create_connection(("127.0.0.1", labeling.port), timeout=10) as sock:
         sock.sendall(head.encode())
         assert _read_response(sock).startswith(b"HTTP/1.1 404 ")
+
+
+def test_clients_that_never_close_their_side_stall_nobody(service: Service) -> None:
+    """20 requests asking for 'Connection: close' whose clients neither read nor close: the
+    server closes each without waiting for them (gthread waited up to 2 s for each in the
+    loop that serves everyone)."""
+    request = b"GET /healthz HTTP/1.1\r\nHost: c\r\nConnection: close\r\n\r\n"
+    stubborn = [socket.create_connection(("127.0.0.1", service.port)) for _ in range(20)]
+    try:
+        for sock in stubborn:
+            sock.sendall(request)
+        time.sleep(0.5)
+        with httpx.Client(timeout=30) as client:
+            started = time.monotonic()
+            assert service.small_request(client).status_code == 200
+            elapsed = time.monotonic() - started
+        assert elapsed < 1.0, f"{service.name} answered in {elapsed:.2f} s"
+    finally:
+        for sock in stubborn:
+            sock.close()

@@ -21,12 +21,12 @@ from typing import Any
 import jsonschema
 from sqlalchemy.orm import Session
 
+from extractor.jobs import JobRun, iter_step_results
 from extractor.labeling.clients import ExtractorClient
 from extractor.labeling.config import LabelingSettings, setting_variable
 from extractor.labeling.db import Database
 from extractor.labeling.documents import Entity, sentences, span_label
 from extractor.labeling.errors import JobFailure
-from extractor.labeling.jobs import JobRun, iter_step_results
 from extractor.labeling.models import Document, Project
 from extractor.labeling.project_contents import LabelBudget, document_cells, outline
 from extractor.labeling.reply_json import prediction_limits
@@ -288,7 +288,7 @@ class AutoLabelJob:
             _append_labels(session, project.id, current, pending)
             return project.id
 
-        run.deliver(write)
+        run.succeed(write)
 
     def _charge_stored(self, job_id: str, budget: LabelBudget, names: dict[str, str]) -> None:
         """Charge the labels of the batches a resumed job already stored."""

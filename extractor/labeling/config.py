@@ -154,6 +154,11 @@ class LabelingSettings:
         "Bytes per second an upload at least this fast never times out (200 MiB: 30 s + "
         "2,097 s); a body dribbled slower gets its 408 after about `BODY_TIMEOUT`.",
     )
+    send_timeout: float = _setting(
+        30.0,
+        "Seconds a client may take to read a reply, plus 1 s per `BODY_MIN_RATE` bytes of it; "
+        "then the connection is closed and the thread serving it freed.",
+    )
     max_pending_connections: int = _setting(
         256,
         "Requests one server process may be receiving at once (bodies spooled in memory up to "
@@ -161,6 +166,14 @@ class LabelingSettings:
     )
     max_documents_page: int = _setting(
         20, "Most documents one `documents(offset, limit)` page returns (its default `limit`)."
+    )
+    max_tags_per_owner: int = _setting(
+        1000,
+        "Tags one user keeps (personal), and one team keeps: their lists are not paged, so this "
+        "bounds `getPersonalTags`, `getTags` and a project's `tags`.",
+    )
+    max_custom_apis_per_team: int = _setting(
+        100, "Custom APIs one team keeps (`getCustomAPIs` is not paged)."
     )
     max_reply_bytes: int = _setting(
         32 * 1024 * 1024,

@@ -243,7 +243,7 @@ def query_limit_rules(
             walk.walk(node.selection_set, 1, 1, frozenset())
             tally = walk.tally
             limit = allowance if tally.cost == 0 else settings.max_query_cost
-            if walk.over_budget() or tally.total > limit:
+            if walk.over_budget() or max(tally.total, tally.steps) > limit:
                 message = "The query asks for too much"
                 if tally.introspection:
                     message += (

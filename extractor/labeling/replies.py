@@ -64,11 +64,15 @@ class ReplyBudget:
             raise self.refusal
         maximum = self.settings.max_reply_bytes
         if self.used + size > maximum:
+            advice = (
+                f"document {document_id} alone has {size} bytes: only a higher limit can send it"
+                if size > maximum
+                else "ask for fewer documents at a time (documents(offset, limit))"
+            )
             self.refusal = LimitExceededError.of_setting(
                 self.settings,
                 "max_reply_bytes",
-                f"The reply would carry more than {maximum} bytes of documents; ask for fewer "
-                "documents at a time (documents(offset, limit))",
+                f"The reply would carry more than {maximum} bytes of documents; {advice}",
             )
             raise self.refusal
         self.used += size

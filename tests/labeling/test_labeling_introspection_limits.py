@@ -79,6 +79,13 @@ FULL_TYPE = (
             "name type { name } } } } } " + FULL_TYPE,
             {"EXTRACTOR_LABELING_MAX_QUERY_COST"},
         ),
+        # The introspection allowance is not the service's: 1,100 selections of nothing
+        # (an empty page) are still more steps than MAX_QUERY_COST allows.
+        (
+            '{ getProject(projectId: "x") { documents(limit: 0) { ...D } } } '
+            "fragment D on Document { " + "id " * 1100 + "}",
+            {"EXTRACTOR_LABELING_MAX_QUERY_COST"},
+        ),
     ],
     ids=[
         "issue-10x7-aliases",
@@ -89,6 +96,7 @@ FULL_TYPE = (
         "deep-type",
         "typename-aliases",
         "mixed-with-fields",
+        "steps-of-an-empty-page",
     ],
 )
 def test_introspection_shapes_are_refused_by_the_query_limits(

@@ -73,7 +73,9 @@ def test_a_reply_over_its_byte_cap_is_refused_whole_and_one_within_is_exact(
     # Names and ids cost nothing of the reply budget.
     tiny = make_server(max_reply_bytes=1)
     assert tiny.ok(aliased(project_id, 4, "documents { id name }"), token=user.token)
-    refused_for_size(tiny.gql(aliased(project_id, 1), token=user.token))
+    alone = tiny.gql(aliased(project_id, 1), token=user.token)
+    refused_for_size(alone)
+    assert "alone has" in alone["errors"][0]["message"]  # no page is small enough: say so
 
 
 @pytest.mark.parametrize(
@@ -117,3 +119,44 @@ def test_the_reply_is_the_stored_json_and_still_valid_after_a_label_update(
     [(size, importable)] = stored_documents(server).values()
     assert data["p0"]["documents"][0]["importable"] == importable
     assert size == len(json.dumps(importable))
+
+
+# -- lists that are not paged: bounded where they grow ------------------------------------------
+
+CREATE_TAG = "mutation($input: CreateTagInput!) { createTag(input: $input) { id } }"
+CREATE_API = """mutation($teamId: ID!, $input: CreateCustomAPIInput!) {
+  createCustomAPI(teamId: $teamId, input: $input) { id }
+}"""
+
+
+def test_tags_and_custom_apis_stop_at_their_owners_limit(make_server: MakeServer) -> None:
+    # 100,000 tags (one request each) would make every getPersonalTags load 100,000 rows.
+    server = make_server(max_tags_per_owner=2, max_custom_apis_per_team=1)
+    user, teammate, stranger = server.user("Acme"), server.user("Acme"), server.user("Other")
+
+    def tag(who: User, name: str, team: str | None = None) -> dict[str, Any]:
+        return server.gql(CREATE_TAG, {"input": {"name": name, "teamId": team}}, token=who.token)
+
+    def over(result: dict[str, Any], limit: str) -> None:
+        assert result["data"] is None, result
+        (error,) = result["errors"]
+        assert (error["extensions"]["code"], error["extensions"]["limit"]) == (
+            "LIMIT_EXCEEDED",
+            f"EXTRACTOR_LABELING_{limit}",
+        )
+
+    for name in ("a", "b"):
+        assert "errors" not in tag(user, name)
+        assert "errors" not in tag(teammate, name, user.team_id)
+    over(tag(user, "c"), "MAX_TAGS_PER_OWNER")
+    over(tag(user, "c", user.team_id), "MAX_TAGS_PER_OWNER")  # the team's two, by anyone
+    assert "errors" not in tag(stranger, "c")  # others count their own
+    assert len(server.ok("{ getPersonalTags { id } }", token=user.token)["getPersonalTags"]) == 2
+
+    api = {"name": "OCR", "endpointURL": "https://ocr.example.com/x", "purpose": "OCR_API"}
+    first = server.gql(CREATE_API, {"teamId": user.team_id, "input": api}, token=user.token)
+    assert "errors" not in first
+    again = server.gql(CREATE_API, {"teamId": user.team_id, "input": api}, token=teammate.token)
+    over(again, "MAX_CUSTOM_APIS_PER_TEAM")
+    other = server.gql(CREATE_API, {"teamId": stranger.team_id, "input": api}, token=stranger.token)
+    assert "errors" not in other

@@ -95,6 +95,7 @@ def answered(result: Any) -> None:
     assert "errors" not in result, str(result)[:300]
 
 
+@pytest.mark.slow
 def test_introspection_and_document_attacks_keep_the_server_small_and_others_served(
     tmp_path: Path, processes: list[ServiceProcess], database_url: str, backend: str
 ) -> None:

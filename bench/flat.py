@@ -1,0 +1,255 @@
+"""Peak RSS per server process, flat in input length: long audio at every common sample rate and
+channel count, and long documents of dense text.
+
+Each input goes alone to a one-worker ``extractor serve`` (``--log-level debug``), and for each
+request the table shows the peak RSS (VmHWM, reset before it) of every server process: the
+worker, the gunicorn master, the largest child the worker started (a CLI Tesseract run, sampled
+every 10 ms) and the PDF renderer (its own ``ru_maxrss``, from the worker's log).
+
+Audio: 1, 10 and 60 minutes at 8, 16, 44.1 and 48 kHz, mono and stereo, as FLAC (a 60-minute
+48 kHz stereo WAV would pass the upload limit): a 12 s spoken clip every 5 minutes and digital
+silence between, so that the whole length is decoded, resampled and searched by the VAD while
+the model runs on only a few windows (its peak is that of any 30 s window, measured on speech
+by ``bench.peaks``). Documents: 1, 10 and 100 A4 pages of dense 8.6 pt text at 300 dpi, as a PDF
+(scanned pages) and as a multi-page TIFF.
+
+``python -m bench.flat [--quick] [--only audio|documents]``; ``make bench`` includes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from extractor import samples
+
+from .inputs import A4_300DPI, varied_speech
+from .load import Upload, post
+from .server import Server, children, memory_mb, reset_peak
+
+log = logging.getLogger("bench")
+
+TARGET_MB = 300  # issue 19: every server process, any accepted input
+MINUTES = (1, 10, 60)
+RATES = (8_000, 16_000, 44_100, 48_000)
+PAGES = (1, 10, 100)
+SPEECH_EVERY = 300  # seconds between two spoken clips in the long audio
+SAMPLE_EVERY = 0.01  # seconds between two looks at the worker's children
+
+
+@dataclass(frozen=True)
+class FlatInput:
+    what: str
+    path: Path
+    size: float  # minutes of audio or pages
+
+
+@dataclass(frozen=True)
+class FlatPeak:
+    what: str
+    status: int
+    seconds: float
+    worker_mb: float
+    master_mb: float
+    child_mb: float  # the largest single child process seen (sampled VmHWM)
+    renderer_mb: float  # the PDF renderer's own peak, 0 without one
+
+    @property
+    def highest(self) -> float:
+        return max(self.worker_mb, self.master_mb, self.child_mb, self.renderer_mb)
+
+
+def long_audio(path: Path, minutes: float, rate: int, channels: int, clip: np.ndarray) -> Path:
+    """A FLAC of ``minutes`` with ``clip`` (16 kHz mono float) spoken every ``SPEECH_EVERY`` s."""
+    import av
+
+    spoken = np.interp(
+        np.arange(int(len(clip) * rate / 16_000)) * 16_000 / rate, np.arange(len(clip)), clip
+    )
+    spoken16 = (np.clip(spoken, -1, 1) * 32767).astype(np.int16)
+    layout = "stereo" if channels == 2 else "mono"
+    with av.open(str(path), "w", format="flac") as container:
+        stream = container.add_stream("flac", rate=rate)
+        stream.layout = layout  # type: ignore[attr-defined]
+        stream.format = "s16"  # type: ignore[attr-defined]
+        second = np.zeros(rate, np.int16)
+        for start in range(int(minutes * 60)):
+            block = second
+            offset = start % SPEECH_EVERY
+            if offset * rate < len(spoken16):
+                block = second.copy()
+                piece = spoken16[offset * rate : (offset + 1) * rate]
+                block[: len(piece)] = piece
+            frame = av.AudioFrame.from_ndarray(
+                np.repeat(block, channels)[None, :], format="s16", layout=layout
+            )
+            frame.sample_rate = rate
+            for packet in stream.encode(frame):  # type: ignore[attr-defined]
+                container.mux(packet)
+        for packet in stream.encode(None):  # type: ignore[attr-defined]
+            container.mux(packet)
+    return path
+
+
+def dense_page(page: int) -> samples.TextPage:
+    """An A4 page at 300 dpi filled with 8.6 pt text (about 64 lines of 16 words)."""
+    return samples.text_page(
+        samples.a4_page_lines(64 + page, 16)[page:], page=page, size=A4_300DPI, font_size=36,
+        margin=150, line_gap=1.4,
+    )  # fmt: skip
+
+
+def audio_inputs(folder: Path, minutes: tuple[float, ...], match: str = "") -> list[FlatInput]:
+    clip_wav = varied_speech(12, seed=7)
+    clip = samples.decode_wav(clip_wav)
+    spoken = np.interp(
+        np.arange(int(clip[0].shape[1] * 16_000 / clip[1])) * clip[1] / 16_000,
+        np.arange(clip[0].shape[1]), clip[0][0],
+    )  # fmt: skip
+    inputs = []
+    for length in minutes:
+        for rate in RATES:
+            for channels in (1, 2):
+                layout = "stereo" if channels == 2 else "mono"
+                what = f"audio {length:g} min, {rate / 1000:g} kHz {layout} (FLAC)"
+                if match not in what:
+                    continue
+                name = f"{length:g}min-{rate}Hz-{layout}.flac"
+                path = long_audio(folder / name, length, rate, channels, spoken)
+                inputs.append(FlatInput(what, path, length))
+    return inputs
+
+
+def document_inputs(folder: Path, pages: tuple[int, ...]) -> list[FlatInput]:
+    distinct = [dense_page(i) for i in range(min(10, max(pages)))]
+    inputs = []
+    for count in pages:
+        chosen = [distinct[i % len(distinct)] for i in range(count)]
+        pdf = folder / f"dense-{count}p.pdf"
+        first, *rest = [p.image for p in chosen]
+        first.save(pdf, format="PDF", save_all=True, append_images=rest, resolution=300)
+        inputs.append(FlatInput(f"PDF, {count} dense pages, 300 dpi", pdf, count))
+        tiff = folder / f"dense-{count}p.tiff"
+        tiff.write_bytes(samples.multipage_tiff(chosen))
+        inputs.append(FlatInput(f"TIFF, {count} dense pages, 300 dpi", tiff, count))
+    return inputs
+
+
+@contextlib.contextmanager
+def largest_child(pid: int) -> Iterator[list[float]]:
+    """The highest VmHWM of any one child of ``pid`` seen until the block ends, in MB."""
+    highest = [0.0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(SAMPLE_EVERY):
+            for child in children(pid):
+                with contextlib.suppress(OSError, LookupError):
+                    highest[0] = max(highest[0], memory_mb(child, "VmHWM"))
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield highest
+    finally:
+        done.set()
+        thread.join()
+
+
+def renderer_peak(log_path: Path, offset: int) -> float:
+    """The PDF renderers' peak RSS the worker logged after ``offset`` (0 when none)."""
+    peak = 0.0
+    with log_path.open("rb") as fh:
+        fh.seek(offset)
+        for line in fh.read().splitlines():
+            with contextlib.suppress(ValueError, TypeError):
+                entry = json.loads(line)
+                if entry.get("event") == "PDF renderer exited":
+                    peak = max(peak, float(entry.get("peak_rss_mb") or 0))
+    return peak
+
+
+def measure(server: Server, inputs: list[FlatInput]) -> list[FlatPeak]:
+    """Every input alone through ``server`` (one worker), peaks reset before each."""
+    assert server.process is not None
+    master = server.process.pid
+    peaks = []
+    for item in inputs:
+        [worker] = server.worker_pids()
+        for pid in (master, worker):
+            reset_peak(pid)
+        offset = server.log_path.stat().st_size
+        with largest_child(worker) as child:
+            reply = post(server.host, server.port, Upload.of(item.path), timeout=1800)
+        peak = FlatPeak(
+            item.what, reply.status, reply.seconds, memory_mb(worker, "VmHWM"),
+            memory_mb(master, "VmHWM"), child[0], renderer_peak(server.log_path, offset),
+        )  # fmt: skip
+        log.info("  %s: status %d in %.1f s; worker %.0f MB, master %.0f MB, child %.0f MB,"
+                 " renderer %.0f MB", item.what, reply.status, reply.seconds, peak.worker_mb,
+                 peak.master_mb, peak.child_mb, peak.renderer_mb)  # fmt: skip
+        peaks.append(peak)
+    return peaks
+
+
+def markdown(peaks: list[FlatPeak]) -> list[str]:
+    lines = [
+        "| input | status | time | worker | master | largest child (CLI Tesseract) |"
+        " PDF renderer | highest | <= 300 MB? |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in peaks:
+        child = f"{p.child_mb:.0f} MB" if p.child_mb else "—"
+        renderer = f"{p.renderer_mb:.0f} MB" if p.renderer_mb else "—"
+        met = "yes" if p.highest <= TARGET_MB and p.status == 200 else "**no**"
+        lines.append(
+            f"| {p.what} | {p.status} | {p.seconds:.1f} s | {p.worker_mb:.0f} MB |"
+            f" {p.master_mb:.0f} MB | {child} | {renderer} | {p.highest:.0f} MB | {met} |"
+        )
+    return lines
+
+
+def make_inputs(
+    folder: Path, *, quick: bool, only: str | None = None, match: str = ""
+) -> list[FlatInput]:
+    folder.mkdir(parents=True, exist_ok=True)
+    inputs: list[FlatInput] = []
+    if only in (None, "audio"):
+        inputs += audio_inputs(folder, (1, 10) if quick else MINUTES, match)
+    if only in (None, "documents"):
+        documents = document_inputs(folder, (1, 10) if quick else PAGES)
+        inputs += [i for i in documents if match in i.what]
+    return inputs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.flat", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="1 and 10 minutes or pages only")
+    parser.add_argument("--only", choices=("audio", "documents"), default=None)
+    parser.add_argument("--match", default="", help="only inputs whose description has this")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    os.environ.pop("OMP_THREAD_LIMIT", None)
+    with tempfile.TemporaryDirectory(prefix="extractor-bench-") as tmp:
+        work = Path(tmp)
+        inputs = make_inputs(work / "inputs", quick=args.quick, only=args.only, match=args.match)
+        with Server("--workers", "1", log_dir=work, name="flat", log_level="debug") as server:
+            server.wait_ready(1)
+            peaks = measure(server, inputs)
+    print("\n".join(markdown(peaks)))
+    return 0 if all(p.highest <= TARGET_MB and p.status == 200 for p in peaks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
