@@ -209,6 +209,17 @@ class LabelingSettings:
     max_prediction_entities: int = _setting(
         20_000, "Entities in one prediction API reply (one batch); the job fails above it."
     )
+    max_document_labels: int = _setting(
+        20_000,
+        "Labels one document may hold: an auto-labeling batch whose predictions would take its "
+        "document past it fails the job, naming the document (labels already held are counted "
+        "by the database, not loaded).",
+    )
+    max_project_labels: int = _setting(
+        100_000,
+        "Labels all the documents of one project may hold together, checked likewise; also "
+        "what one auto-labeling delivery may add at most.",
+    )
 
     @property
     def resolved_database_url(self) -> str:
