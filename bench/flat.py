@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from PIL import TiffImagePlugin
 
 from extractor import samples
 
@@ -141,7 +142,10 @@ def document_inputs(folder: Path, pages: tuple[int, ...]) -> list[FlatInput]:
         first.save(pdf, format="PDF", save_all=True, append_images=rest, resolution=300)
         inputs.append(FlatInput(f"PDF, {count} dense pages, 300 dpi", pdf, count))
         tiff = folder / f"dense-{count}p.tiff"
-        tiff.write_bytes(samples.multipage_tiff(chosen))
+        with TiffImagePlugin.AppendingTiffWriter(str(tiff), new=True) as sink:
+            for page in chosen:  # page by page: Pillow's save_all fails on a repeated image
+                page.image.save(sink, format="TIFF", compression="tiff_lzw")
+                sink.newFrame()
         inputs.append(FlatInput(f"TIFF, {count} dense pages, 300 dpi", tiff, count))
     return inputs
 

@@ -16,13 +16,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from extractor.jobs import JobQueue
+from extractor.labeling.app import queue_policy
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.db import Database, migrate
-from extractor.labeling.jobs import JobQueue, new_job_id
-from extractor.labeling.models import Job, Team, User
+from extractor.labeling.models import Team, User
 
 
-def fill(db: Database, jobs: int, tenants: int) -> None:
+def fill(db: Database, queue: JobQueue, jobs: int, tenants: int) -> None:
     """``jobs`` queued jobs, round-robin over ``tenants`` teams, oldest first."""
     with db.session() as session:
         owner = User(email=f"bench-{time.monotonic_ns()}@example.com")
@@ -30,16 +31,8 @@ def fill(db: Database, jobs: int, tenants: int) -> None:
         session.add_all([owner, *teams])
         session.flush()
         for index in range(jobs):
-            session.add(
-                Job(
-                    id=new_job_id("Bench"),
-                    kind="Bench",
-                    owner_id=owner.id,
-                    status="QUEUED",
-                    errors=[],
-                    payload={"teamId": teams[index % tenants].id},
-                )
-            )
+            team = teams[index % tenants].id
+            queue.enqueue(session, "Bench", owner.id, {"teamId": team}, tenant=f"team:{team}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         migrate(url)
         db = Database(url)
         try:
-            fill(db, args.jobs, args.tenants)
-            queue = JobQueue(db, LabelingSettings(database_url=url))
+            queue = JobQueue(db, queue_policy(LabelingSettings(database_url=url)))
+            fill(db, queue, args.jobs, args.tenants)
             timings = []
             for round_ in range(args.rounds):
                 started = time.perf_counter()

@@ -389,7 +389,7 @@ class Bench:
 
         rounds = self.plan.stage_rounds
         with section(f"speech stages: clips of {self.plan.stage_clips} s, {rounds} rounds"):
-            clips = stages.espeak_clips(self.work / "clips", self.plan.stage_clips)
+            clips = stages.librivox_clips(self.work / "clips", self.plan.stage_clips)
             bare = stages.BareTimed(self.defaults)
             results = stages.measure(clips, bare, stages.ServerTimed(server), rounds)
         self.report.tables.append(

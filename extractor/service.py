@@ -23,6 +23,7 @@ import numpy as np
 from . import metrics
 from .asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
 from .asr.base import TimedWord
+from .asr.speaker_count import SpeakerCount
 from .asr.speakers import SpeakerDiarizer, label_segments
 from .config import Settings
 from .errors import EngineTimeout, InvalidParameter, ServiceBusy, SpeakerAudioTooLong
@@ -46,6 +47,7 @@ class ExtractOptions:
 
     language: str | None = None  # audio: ISO 639-1, overrides EXTRACTOR_ASR_LANGUAGE
     speakers: str | None = None  # audio: one of SPEAKER_MODES
+    speaker_count: SpeakerCount | None = None  # speakers=auto: num/min/max_speakers, if given
     word_timestamps: bool = False  # audio: each word's time span in the cell's metadata
     prompt: str | None = None  # audio: text that conditions the transcription (OpenAI 'prompt')
     temperature: float | None = None  # audio: decoding temperature; None keeps the fallback
@@ -402,7 +404,9 @@ class Extractor:
                     language = language or transcript.language
                 lines.sort(key=lambda line: (line.start_ms or 0, line.end_ms or 0))
             elif options.speakers == "auto":
-                lines, language = self._speaker_lines(tracks[0], duration_ms, transcribe, timings)
+                lines, language = self._speaker_lines(
+                    tracks[0], duration_ms, transcribe, timings, options.speaker_count
+                )
             else:
                 transcript = self._transcribe(tracks[0], transcribe)
                 lines = transcript_lines(transcript, duration_ms, None, transcribe)
@@ -413,15 +417,16 @@ class Extractor:
         )  # fmt: skip
 
     def _speaker_lines(
-        self, track: Track, duration_ms: int, options: TranscribeOptions, timings: Timings
-    ) -> tuple[list[Line], str | None]:
+        self, track: Track, duration_ms: int, options: TranscribeOptions, timings: Timings,
+        count: SpeakerCount | None,
+    ) -> tuple[list[Line], str | None]:  # fmt: skip
         """``speakers=auto``: transcribe with word times, diarize, then label and split lines."""
         transcript = self._transcribe(track, replace(options, word_timestamps=True))
         if options.cancel is not None and options.cancel.is_set():
             raise EngineTimeout("transcription took longer than the request timeout")
         with timings.stage("speakers"):
             # Whole, in memory: speakers=auto is bounded by EXTRACTOR_SPEAKERS_MAX_SECONDS.
-            turns = self.speakers.turns(track.read(0, track.windows[-1][1]))
+            turns = self.speakers.turns(track.read(0, track.windows[-1][1]), count)
         lines: list[Line] = []
         for segment, speaker in label_segments(transcript, turns):
             lines += transcript_lines(Transcript((segment,), None), duration_ms, speaker, options)

@@ -16,6 +16,7 @@ from pathlib import Path
 from flask import Blueprint, Response, current_app, g, jsonify, request, send_from_directory
 from werkzeug.exceptions import HTTPException
 
+from .asr.speaker_count import parse_speaker_count
 from .config import SPEAKER_MODES, Settings
 from .errors import ExtractorError, InvalidParameter, MissingUpload, Unauthorized
 from .openapi import load_openapi
@@ -129,6 +130,13 @@ def _extract_options(
     words = (args.get("words") or "false").lower()
     if words not in ("true", "false", "1", "0"):
         raise InvalidParameter(f"words must be true or false, not {words!r}")
+    count = parse_speaker_count(args, settings.speakers_max_count)
+    if count is not None:  # a number of speakers only means something to speakers=auto
+        if speakers == "channels":
+            raise InvalidParameter(
+                "num_speakers, min_speakers and max_speakers go with speakers=auto, not channels"
+            )
+        speakers = "auto"
     ocr_languages = args.get("ocr_languages") or None
     if ocr_languages is not None:
         ocr_languages = parse_ocr_languages(
@@ -137,6 +145,7 @@ def _extract_options(
     return ExtractOptions(
         language=language.lower() if language else None,
         speakers=speakers,
+        speaker_count=count,
         word_timestamps=words in ("true", "1"),
         ocr_languages=ocr_languages,
         ocr_rotate=parse_switch("ocr_rotate", args.get("ocr_rotate")),

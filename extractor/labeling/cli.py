@@ -179,7 +179,7 @@ def run_workers(
     if metrics_bind:
         from extractor.labeling.metrics import serve_worker_metrics
 
-        serve_worker_metrics(metrics_bind, state.db)
+        serve_worker_metrics(metrics_bind, state.queue)
     stop = threading.Event()
 
     def request_stop(signum: int, _frame: Any) -> None:
@@ -260,6 +260,7 @@ def intake_limits(settings: LabelingSettings) -> IntakeLimits:
         body_timeout=settings.body_timeout,
         min_body_rate=settings.body_min_rate,
         max_pending=settings.max_pending_connections,
+        send_timeout=settings.send_timeout,
         max_body_bytes=settings.max_upload_bytes,
         error_body=graphql_error,
     )

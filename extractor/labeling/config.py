@@ -154,6 +154,11 @@ class LabelingSettings:
         "Bytes per second an upload at least this fast never times out (200 MiB: 30 s + "
         "2,097 s); a body dribbled slower gets its 408 after about `BODY_TIMEOUT`.",
     )
+    send_timeout: float = _setting(
+        30.0,
+        "Seconds a client may take to read a reply, plus 1 s per `BODY_MIN_RATE` bytes of it; "
+        "then the connection is closed and the thread serving it freed.",
+    )
     max_pending_connections: int = _setting(
         256,
         "Requests one server process may be receiving at once (bodies spooled in memory up to "
@@ -203,6 +208,17 @@ class LabelingSettings:
     )
     max_prediction_entities: int = _setting(
         20_000, "Entities in one prediction API reply (one batch); the job fails above it."
+    )
+    max_document_labels: int = _setting(
+        20_000,
+        "Labels one document may hold: an auto-labeling batch whose predictions would take its "
+        "document past it fails the job, naming the document (labels already held are counted "
+        "by the database, not loaded).",
+    )
+    max_project_labels: int = _setting(
+        100_000,
+        "Labels all the documents of one project may hold together, checked likewise; also "
+        "what one auto-labeling delivery may add at most.",
     )
 
     @property

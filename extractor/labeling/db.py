@@ -1,20 +1,19 @@
-"""Database access: engines set up per dialect, one transactional session scope, migrations.
+"""The labeling database: sessions (the job queue's, with the labeling error type) and migrations.
 
-SQLAlchemy's exceptions are translated here, at one boundary, into :class:`StorageError`.
+SQLAlchemy's exceptions are translated at the session boundary into :class:`StorageError`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy import make_url, text
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
 
+from extractor.jobs.db import Database as QueueDatabase
+from extractor.jobs.db import create_db_engine as create_db_engine  # migrations use it
 from extractor.labeling.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -24,67 +23,11 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 _MIGRATION_LOCK_KEY = 0x1ABE1
 
 
-def create_db_engine(url: str) -> Engine:
-    """An engine for ``url``; SQLite gets WAL, foreign keys and write-locking transactions."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
-    database = parsed.database
-    if database and database != ":memory:":
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+class Database(QueueDatabase):
+    """The labeling database: the queue's engine and sessions, failures raised as the labeling
+    StorageError (an INTERNAL_SERVER_ERROR to GraphQL clients, "retry later" to workers)."""
 
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Let SQLAlchemy, not the sqlite3 module, decide when transactions begin.
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA busy_timeout=30000")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(connection: Any) -> None:
-        # IMMEDIATE takes the write lock up front: a deferred transaction that reads then writes
-        # can fail at once with SQLITE_BUSY under WAL instead of waiting for busy_timeout.
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
-
-    return engine
-
-
-class Database:
-    """An engine and its session factory, shared by the app's requests and worker threads."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.engine = create_db_engine(url)
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-
-    @property
-    def is_postgresql(self) -> bool:
-        """Whether the engine supports ``SKIP LOCKED`` and advisory locks."""
-        return self.engine.dialect.name == "postgresql"
-
-    @contextmanager
-    def session(self) -> Iterator[Session]:
-        """One transaction: committed on success, rolled back on any error, errors translated."""
-        session = self._sessions()
-        try:
-            yield session
-            session.commit()
-        except SQLAlchemyError as exc:
-            session.rollback()
-            raise StorageError() from exc
-        except BaseException:
-            session.rollback()
-            raise
-        finally:
-            session.close()
-
-    def dispose(self) -> None:
-        """Close every pooled connection (end of an app, a test, a worker process)."""
-        self.engine.dispose()
+    storage_error = StorageError
 
 
 def alembic_config(url: str) -> Any:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from extractor.jobs import JobFailure as JobFailure  # the handlers' failure, raised here too
+from extractor.jobs import JobInterrupted as JobInterrupted
+from extractor.jobs import StorageError as QueueStorageError
 from extractor.labeling.config import setting_variable
 
 
@@ -94,25 +97,9 @@ class InternalServerError(LabelingError):
     """Something failed on our side; the message stays generic, the cause goes to the log."""
 
 
-class StorageError(InternalServerError):
-    """The database failed (SQLAlchemy errors are translated to this at the session boundary)."""
-
-
-class JobFailure(Exception):
-    """A job cannot finish; its message and ``args_`` become the job's ``JobError``.
-
-    Messages are written for the user who polls the job: they name the document, batch or URL
-    involved, never a secret and never a Python traceback.
-    """
-
-    def __init__(self, message: str, **details: Any) -> None:
-        super().__init__(message)
-        self.message = message
-        self.details = details
-
-
-class JobInterrupted(Exception):
-    """The worker lost its lease or is stopping: leave the job for another worker to resume."""
+class StorageError(InternalServerError, QueueStorageError):
+    """The database failed (SQLAlchemy errors are translated to this at the session boundary);
+    also the job queue's StorageError, so workers retry instead of failing the job."""
 
 
 class SecretsUnavailableError(LabelingError):

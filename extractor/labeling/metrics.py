@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 from extractor.metrics_dir import MULTIPROC_ENV, TEXT_FORMAT
 
 if TYPE_CHECKING:
-    from extractor.labeling.db import Database
+    from extractor.jobs import JobQueue
 
 # Seconds: an idle worker claims within a poll interval; a busy service can queue for hours.
 CLAIM_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600)
@@ -48,25 +48,17 @@ OUTCOMES = ("ok", "http_error", "refused", "timeout", "bad_reply", "error")
 
 
 class JobsCollector(Collector):
-    """``labeling_jobs{kind,status}`` and ``labeling_queue_depth``, read from the jobs table."""
+    """``labeling_jobs{kind,status}`` and ``labeling_queue_depth``, counted by the job queue."""
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    def __init__(self, queue: JobQueue) -> None:
+        self.queue = queue
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        from sqlalchemy import func, select
-
-        from extractor.labeling.models import Job
-
         jobs = GaugeMetricFamily(
             "labeling_jobs", "Jobs in the database, by kind and status.", labels=("kind", "status")
         )
         queued = 0
-        with self.db.session() as session:
-            rows = session.execute(
-                select(Job.kind, Job.status, func.count()).group_by(Job.kind, Job.status)
-            ).all()
-        for kind, status, count in rows:
+        for (kind, status), count in sorted(self.queue.counts().items()):
             jobs.add_metric((kind, status), count)
             if status == "QUEUED":
                 queued += count
@@ -76,7 +68,7 @@ class JobsCollector(Collector):
         )
 
 
-def exposition(db: Database) -> bytes:
+def exposition(queue: JobQueue) -> bytes:
     """One scrape: the processes' own numbers, then the job counts from the database."""
     if os.environ.get(MULTIPROC_ENV):
         process = CollectorRegistry()
@@ -84,7 +76,7 @@ def exposition(db: Database) -> bytes:
     else:
         process = PROCESS
     jobs = CollectorRegistry()
-    jobs.register(JobsCollector(db))
+    jobs.register(JobsCollector(queue))
     return generate_latest(process) + generate_latest(jobs)
 
 
@@ -96,7 +88,7 @@ def observe_claim(kind: str, waited_seconds: float) -> None:
     CLAIM_LATENCY.labels(kind).observe(max(waited_seconds, 0.0))
 
 
-def serve_worker_metrics(bind: str, db: Database) -> Any:
+def serve_worker_metrics(bind: str, queue: JobQueue) -> Any:
     """Serve a stand-alone worker's metrics on ``bind`` (HOST:PORT) from a daemon thread."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from threading import Thread
@@ -106,7 +98,7 @@ def serve_worker_metrics(bind: str, db: Database) -> Any:
             if self.path.split("?")[0] != "/metrics":
                 self.send_error(404)
                 return
-            body = exposition(db)
+            body = exposition(queue)
             self.send_response(200)
             self.send_header("Content-Type", TEXT_FORMAT)
             self.send_header("Content-Length", str(len(body)))

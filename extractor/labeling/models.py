@@ -1,9 +1,13 @@
-"""The labeling service's tables, as SQLAlchemy 2 declarative classes named after the domain."""
+"""The labeling service's tables, as SQLAlchemy 2 declarative classes named after the domain.
+
+The jobs tables belong to the job queue (``extractor.jobs.tables``); the labeling migrations
+create both, and add the jobs' foreign key to ``users``.
+"""
 
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -11,11 +15,9 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
-    Float,
     ForeignKey,
     Index,
     Integer,
-    LargeBinary,
     MetaData,
     String,
     Table,
@@ -27,8 +29,9 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection
-from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.orm import DeclarativeBase, Mapped, Mapper, mapped_column, relationship
+
+from extractor.jobs import utcnow as utcnow  # one clock for every table
 
 # Stable constraint names, so Alembic migrations can refer to them on every engine.
 NAMING_CONVENTION = {
@@ -42,11 +45,6 @@ NAMING_CONVENTION = {
 def new_id() -> str:
     """A fresh opaque identifier (UUID4 text) for any row."""
     return str(uuid.uuid4())
-
-
-def utcnow() -> datetime:
-    """Now in UTC, naive: SQLite keeps no zone, so every timestamp is stored as naive UTC."""
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class Base(DeclarativeBase):
@@ -198,80 +196,3 @@ def measure_stored_size(_mapper: Mapper[Any], connection: Connection, document: 
         .where(Document.id == document.id)
         .values(size_bytes=stored_size(Document.importable))
     )
-
-
-def job_tenant(context: DefaultExecutionContext) -> str:
-    """Whom a new job counts against for fair scheduling: its team, else its owner alone.
-
-    Taken from the payload's ``teamId`` (every team job carries one), so no enqueue site has to
-    remember to set it.
-    """
-    params = context.get_current_parameters()
-    payload = params.get("payload")
-    team = payload.get("teamId") if isinstance(payload, dict) else None
-    return f"team:{team}" if team else f"user:{params['owner_id']}"
-
-
-class Job(Base):
-    """A unit of background work (project creation, auto-labeling) leased by one worker at a time.
-
-    ``locked_by``/``locked_until`` form the lease: a worker that stops heart-beating loses it and
-    the job is claimed again. ``checkpoint`` keeps a small marker of what a resumed run may skip;
-    the results of finished steps live in :class:`JobResult` rows, so a checkpoint costs what
-    one step produced, never everything so far. ``tenant`` (``team:<id>`` or ``user:<id>``)
-    and ``claimed_at`` drive fair claims; ``run_seconds`` is the worker time spent on the job
-    over all its runs, held against the job deadline.
-    """
-
-    __tablename__ = "jobs"
-    __table_args__ = (
-        Index("ix_jobs_claim", "status", "locked_until"),
-        Index("ix_jobs_tenant_status", "tenant", "status"),
-        Index("ix_jobs_tenant_claimed_at", "tenant", "claimed_at"),
-    )
-    id: Mapped[str] = mapped_column(String(80), primary_key=True)
-    kind: Mapped[str] = mapped_column(String(40))
-    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    tenant: Mapped[str] = mapped_column(String(80), default=job_tenant)
-    status: Mapped[str] = mapped_column(String(16))
-    progress: Mapped[int] = mapped_column(Integer, default=0)
-    errors: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
-    result_id: Mapped[str | None] = mapped_column(String(80))
-    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
-    checkpoint: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    locked_by: Mapped[str | None] = mapped_column(String(120))
-    locked_until: Mapped[datetime | None] = mapped_column(DateTime)
-    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime)
-    claimed_at: Mapped[datetime | None] = mapped_column(DateTime)
-    run_seconds: Mapped[float] = mapped_column(Float, default=0.0)
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-
-
-class JobResult(Base):
-    """What one finished step of a running job produced (a batch's labels, a built document).
-
-    One row per step, written in the transaction that advances the job's checkpoint, read back
-    at delivery and deleted when the job ends.
-    """
-
-    __tablename__ = "job_results"
-    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
-    step: Mapped[int] = mapped_column(Integer, primary_key=True)
-    data: Mapped[Any] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-
-
-class JobUpload(Base):
-    """A file uploaded with ``createProject``, kept in the database until its job ends.
-
-    The database, not a local disk, so a worker on another machine can process it.
-    """
-
-    __tablename__ = "job_uploads"
-    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
-    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
-    position: Mapped[int] = mapped_column(Integer)
-    filename: Mapped[str] = mapped_column(String(500))
-    content: Mapped[bytes] = mapped_column(LargeBinary)

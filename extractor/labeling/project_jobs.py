@@ -1,6 +1,6 @@
 """The CreateProject job: turn uploads into documents (through a custom API for OCR and audio).
 
-The project row is written only at delivery, in the same transaction that marks the job
+The project row is written only when the job succeeds, in the same transaction that marks it
 DELIVERED: until then nobody can see a project, and a failed job leaves nothing behind. Each
 document built is kept as a step result (``job_results``) meanwhile, so a resumed job, after a
 restart or after handing its worker to another team, goes on with the next upload instead of
@@ -10,12 +10,12 @@ sending the custom API the finished ones again.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from extractor.jobs import JobQueue, JobRun, Upload, iter_step_results
 from extractor.labeling.clients import ExtractorClient
 from extractor.labeling.db import Database
 from extractor.labeling.documents import (
@@ -25,8 +25,7 @@ from extractor.labeling.documents import (
     importable_from_text,
 )
 from extractor.labeling.errors import JobFailure
-from extractor.labeling.jobs import JobRun, iter_step_results
-from extractor.labeling.models import CustomAPI, Document, JobUpload, Project, Tag
+from extractor.labeling.models import CustomAPI, Document, Project, Tag
 from extractor.labeling.reply_json import extraction_limits
 
 log = logging.getLogger(__name__)
@@ -34,21 +33,13 @@ log = logging.getLogger(__name__)
 KIND = "CreateProject"
 
 
-@dataclass(frozen=True)
-class Upload:
-    """One file of the project, as stored with its job."""
-
-    position: int
-    filename: str
-    content: bytes
-
-
 class CreateProjectJob:
     """Builds every document, then creates the project, its documents and tags at once."""
 
     kind = KIND
 
-    def __init__(self, db: Database, client: ExtractorClient) -> None:
+    def __init__(self, queue: JobQueue, db: Database, client: ExtractorClient) -> None:
+        self.queue = queue
         self.db = db
         self.client = client
 
@@ -67,13 +58,13 @@ class CreateProjectJob:
         """Extract each upload not yet done, in order, storing each document; then deliver."""
         payload = run.job.payload
         kind = payload["kind"]
-        uploads = self._upload_count(run.job.id)
+        uploads = self.queue.upload_count(run.job.id)
         api = self._custom_api(payload) if kind in ("OCR", "AUDIO") else None
         done: int = (run.job.checkpoint or {}).get("uploadsDone", 0)
         budget = self._budget(run.job.id, done)  # lines and tokens (issue 11)
         for index in range(done, uploads):
             run.check()
-            upload = self._upload(run.job.id, index)  # one at a time: 500 x 100 KB is 50 MB
+            upload = self.queue.upload(run.job.id, index)  # one at a time: 500 x 100 KB is 50 MB
             if api is None:
                 text = decode_text(upload.content, f"{upload.filename!r}")
                 importable = importable_from_text(upload.filename, kind, text, budget)
@@ -113,29 +104,9 @@ class CreateProjectJob:
                 session.flush()
                 session.expunge(document)
                 del built, document
-            session.execute(delete(JobUpload).where(JobUpload.job_id == run.job.id))
-            return project.id
+            return project.id  # the queue deletes the uploads as the job succeeds
 
-        run.deliver(write)
-
-    def _upload_count(self, job_id: str) -> int:
-        with self.db.session() as session:
-            return int(
-                session.scalar(
-                    select(func.count()).select_from(JobUpload).where(JobUpload.job_id == job_id)
-                )
-                or 0
-            )
-
-    def _upload(self, job_id: str, position: int) -> Upload:
-        """The upload at ``position`` (0, 1, ... as stored with the job)."""
-        with self.db.session() as session:
-            row = session.execute(
-                select(JobUpload.filename, JobUpload.content).where(
-                    JobUpload.job_id == job_id, JobUpload.position == position
-                )
-            ).one()
-            return Upload(position, row.filename, row.content)
+        run.succeed(write)
 
     def _custom_api(self, payload: dict[str, Any]) -> CustomAPI:
         with self.db.session() as session:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,6 +17,8 @@ from urllib.parse import urlsplit
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from extractor.heap import trim_heap
+from extractor.jobs import JobQueue, JobRecord, OwnerCapReached
 from extractor.labeling.auth import Caller, normalize_email
 from extractor.labeling.autolabel import KIND as AUTO_LABEL
 from extractor.labeling.config import LabelingSettings, setting_variable
@@ -30,17 +33,13 @@ from extractor.labeling.errors import (
     SecretsUnavailableError,
     UserInputError,
 )
-from extractor.labeling.jobs import IN_PROGRESS, QUEUED, RUNNABLE, JobQueue, job_view, new_job_id
 from extractor.labeling.models import (
     CustomAPI,
     Document,
-    Job,
-    JobUpload,
     Project,
     Tag,
     User,
     team_members,
-    utcnow,
 )
 from extractor.labeling.project_jobs import KIND as CREATE_PROJECT
 from extractor.labeling.quotas import reserve_custom_api, reserve_tag
@@ -48,9 +47,32 @@ from extractor.labeling.replies import measure_documents
 
 log = logging.getLogger(__name__)
 
+# Uploads stored by one request from which the heap is trimmed afterwards (~1 ms).
+TRIM_AFTER_UPLOAD_BYTES = 8 * 1024 * 1024
+
 PURPOSE_FOR_KIND = {"OCR": "OCR_API", "AUDIO": "ASR_API"}
+# Payload keys the queue drops when a job ends: a finished job keeps no credential.
+SECRET_PAYLOAD_KEYS = frozenset({"secretKey"})
 MAX_NAME = 200
 MAX_URL = 2048
+
+
+def iso(moment: datetime) -> str:
+    """A stored naive-UTC timestamp as ISO-8601 with its zone spelled out."""
+    return moment.isoformat(timespec="milliseconds") + "Z"
+
+
+def job_view(job: JobRecord) -> dict[str, Any]:
+    """The GraphQL ``Job``: never its payload (which may hold a secret)."""
+    return {
+        "id": job.id,
+        "status": job.status,
+        "progress": job.progress,
+        "errors": list(job.errors),
+        "resultId": job.result_id,
+        "createdAt": iso(job.created_at),
+        "updatedAt": iso(job.updated_at),
+    }
 
 
 def tag_view(tag: Tag) -> dict[str, Any]:
@@ -239,32 +261,35 @@ class LabelingService:
 
     def jobs(self, caller: Caller, job_ids: Sequence[str]) -> list[dict[str, Any] | None]:
         """The caller's jobs in the order asked, None where unknown or someone else's."""
-        with self.db.session() as session:
-            rows = session.scalars(
-                select(Job).where(Job.id.in_(list(job_ids)), Job.owner_id == caller.user_id)
+        return [
+            None if job is None else job_view(job)
+            for job in self.queue.get(caller.user_id, job_ids)
+        ]
+
+    def enqueue(
+        self, session: Session, caller: Caller, kind: str, payload: dict[str, Any], **options: Any
+    ) -> dict[str, Any]:
+        """Queue a job of the caller in ``session``'s transaction, counted against the
+        caller's unfinished jobs and, for fair claims, against its team (``teamId`` of the
+        payload) or the caller alone."""
+        team = payload.get("teamId")
+        try:
+            record = self.queue.enqueue(
+                session,
+                kind,
+                caller.user_id,
+                payload,
+                tenant=f"team:{team}" if team else f"user:{caller.user_id}",
+                max_unfinished=self.settings.max_queued_jobs_per_user,
+                **options,
             )
-            found = {job.id: job_view(job) for job in rows}
-            return [found.get(job_id) for job_id in job_ids]
-
-    def reserve_job_slot(self, session: Session, caller: Caller) -> None:
-        """Refuse a new job when the caller already has the most unfinished jobs allowed.
-
-        Called in the transaction that adds the job, by every operation that creates one. The
-        caller's user row is locked first so two concurrent requests of one user count one
-        after the other on PostgreSQL (SQLite's BEGIN IMMEDIATE already serializes them).
-        """
-        session.execute(select(User.id).where(User.id == caller.user_id).with_for_update())
-        unfinished = session.scalar(
-            select(func.count())
-            .select_from(Job)
-            .where(Job.owner_id == caller.user_id, Job.status.in_(RUNNABLE))
-        )
-        if (unfinished or 0) >= self.settings.max_queued_jobs_per_user:
+        except OwnerCapReached as exc:
             raise LimitExceededError.of_setting(
                 self.settings,
                 "max_queued_jobs_per_user",
-                f"You have {unfinished} unfinished jobs; wait for one to end",
-            )
+                f"You have {exc.unfinished} unfinished jobs; wait for one to end",
+            ) from exc
+        return job_view(record)
 
     # -- projects -------------------------------------------------------------------------
 
@@ -328,18 +353,26 @@ class LabelingService:
         budget = TextBudget.from_settings(settings)
         read: list[tuple[str, bytes]] = []
         total = 0
+        # One file mapped to many documents is read once and its bytes shared: a 104 KB file
+        # mapped to 500 documents was 500 copies (+100 MB with their inserts, issue 18).
+        already: dict[int, bytes] = {}
         for position, upload in enumerate(uploads):
             name = upload_name(upload, position)
-            if hasattr(upload, "seek"):
-                upload.seek(0)
-            if is_text:
-                content = upload.read(settings.max_document_bytes + 1)
-                if len(content) > settings.max_document_bytes:
-                    raise LimitExceededError.of_setting(
-                        settings, "max_document_bytes", f"{name!r} is too long"
-                    )
+            known = already.get(id(upload))
+            if known is not None:
+                content = known
             else:
-                content = upload.read()
+                if hasattr(upload, "seek"):
+                    upload.seek(0)
+                if is_text:
+                    content = upload.read(settings.max_document_bytes + 1)
+                    if len(content) > settings.max_document_bytes:
+                        raise LimitExceededError.of_setting(
+                            settings, "max_document_bytes", f"{name!r} is too long"
+                        )
+                else:
+                    content = upload.read()
+                already[id(upload)] = content
             total += len(content)
             if total > getattr(settings, total_name):
                 raise LimitExceededError.of_setting(
@@ -408,30 +441,16 @@ class LabelingService:
                 }
                 if visible != set(tag_ids):
                     raise NotFoundError("Tag not found (personal tags or the project's team tags)")
-            self.reserve_job_slot(session, caller)
-            job = Job(
-                id=new_job_id(CREATE_PROJECT),
-                kind=CREATE_PROJECT,
-                owner_id=caller.user_id,
-                status=QUEUED,
-                progress=0,
-                errors=[],
-                payload={
-                    "name": name,
-                    "kind": kind,
-                    "teamId": team_id,
-                    "customAPIId": None if custom_api_id is None else str(custom_api_id),
-                    "tagIds": tag_ids,
-                },
-            )
-            session.add(job)
-            session.flush()
-            for position, (filename, content) in enumerate(files):
-                session.add(
-                    JobUpload(job_id=job.id, position=position, filename=filename, content=content)
-                )
-            view = job_view(job)
-        self.queue.notify()
+            payload = {
+                "name": name,
+                "kind": kind,
+                "teamId": team_id,
+                "customAPIId": None if custom_api_id is None else str(custom_api_id),
+                "tagIds": tag_ids,
+            }
+            view = self.enqueue(session, caller, CREATE_PROJECT, payload, uploads=files)
+        if sum(len(content) for _, content in files) >= TRIM_AFTER_UPLOAD_BYTES:
+            trim_heap()  # the request thread's copies of the uploads go back to the system
         return view
 
     def auto_label(self, caller: Caller, fields: dict[str, Any]) -> dict[str, Any]:
@@ -465,28 +484,13 @@ class LabelingService:
             )
             if is_member is None:
                 raise UserInputError("labelerEmail is not a member of the project's team")
-            self.reserve_job_slot(session, caller)
-            now = utcnow()
-            job = Job(
-                id=new_job_id(AUTO_LABEL),
-                kind=AUTO_LABEL,
-                owner_id=caller.user_id,
-                status=IN_PROGRESS,
-                progress=0,
-                errors=[],
-                payload={
-                    "projectId": project.id,
-                    "teamId": project.team_id,  # the job's tenant for fair claims (jobs.py)
-                    "labelerEmail": labeler,
-                    "endpoint": endpoint,
-                    "secretKey": seal_field(self.secrets, target["secretKey"]),
-                    "numberOfFilesPerRequest": per_request,
-                },
-                created_at=now,
-                updated_at=now,
-            )
-            session.add(job)
-            session.flush()
-            view = job_view(job)
-        self.queue.notify()
-        return view
+            payload = {
+                "projectId": project.id,
+                "teamId": project.team_id,  # the job's tenant for fair claims
+                "labelerEmail": labeler,
+                "endpoint": endpoint,
+                "secretKey": seal_field(self.secrets, target["secretKey"]),
+                "numberOfFilesPerRequest": per_request,
+            }
+            # Shown IN_PROGRESS at once, as the API always answered (still claimable).
+            return self.enqueue(session, caller, AUTO_LABEL, payload, shown_running=True)

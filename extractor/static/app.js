@@ -7,6 +7,7 @@ const els = {
   input: document.getElementById("file"),
   language: document.getElementById("opt-language"),
   speakers: document.querySelectorAll('input[name="speakers"]'),
+  speakerCount: document.getElementById("opt-speaker-count"),
   auth: document.getElementById("auth"),
   token: document.getElementById("token"),
   status: document.getElementById("status"),
@@ -68,6 +69,21 @@ function clock(ms) {
   return `${head}:${two(seconds)}.${String(millis).padStart(3, "0")}`;
 }
 
+// "How many speakers": "3" is num_speakers=3, "2-4" min_speakers=2&max_speakers=4 (either end may
+// be left out); anything else goes as num_speakers for the server to refuse with its message.
+// Any of them tells voices apart, as speakers=auto does.
+function setSpeakerCount(params, count) {
+  if (!count) return;
+  const range = /^(\d*)\s*-\s*(\d*)$/.exec(count);
+  if (range) {
+    if (range[1]) params.set("min_speakers", range[1]);
+    if (range[2]) params.set("max_speakers", range[2]);
+  } else {
+    params.set("num_speakers", count);
+  }
+  if (params.get("speakers") !== "channels") params.set("speakers", "auto");
+}
+
 function speakerOf(cell) {
   const item = (cell.metadata || []).find((m) => m.key === "speaker");
   return item ? item.value : null;
@@ -122,6 +138,7 @@ async function extract(file) {
   if (language) params.set("language", language);
   const speakers = [...els.speakers].find((radio) => radio.checked)?.value;
   if (speakers) params.set("speakers", speakers); // "channels" or "auto"; empty: none
+  setSpeakerCount(params, els.speakerCount.value.trim());
   const form = new FormData();
   form.append("upload", file, file.name || "upload");
   const headers = { Accept: "application/json" };

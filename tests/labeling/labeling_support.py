@@ -11,35 +11,32 @@ import functools
 import io
 import json
 import os
-import pwd
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from glob import glob
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
+from postgres_support import ThrowawayCluster as ThrowawayCluster  # the fixtures' import
+from postgres_support import free_port as free_port
 from sqlalchemy import create_engine, make_url, text
 from werkzeug.serving import BaseWSGIServer
 from werkzeug.serving import make_server as make_wsgi_server
 
+from extractor.jobs import JobsBase
 from extractor.labeling.app import LabelingState, create_labeling_app
 from extractor.labeling.auth import add_user
 from extractor.labeling.config import LabelingSettings
 from extractor.labeling.credentials import new_key
 from extractor.labeling.db import Database, migrate
-from extractor.labeling.jobs import new_job_id
-from extractor.labeling.models import Base, Job
+from extractor.labeling.models import Base
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,68 +45,6 @@ TERMINAL = ("DELIVERED", "FAILED")
 
 
 JOB_FIELDS = "id status progress resultId createdAt updatedAt errors { id stack args }"
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now, on loopback."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-# -- PostgreSQL -------------------------------------------------------------------------------
-
-
-def postgres_bin(name: str) -> str | None:
-    """A PostgreSQL server binary from PATH or Debian's versioned folders, newest first."""
-    found = shutil.which(name)
-    if found:
-        return found
-    candidates = sorted(glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)
-    return candidates[0] if candidates else None
-
-
-class ThrowawayCluster:
-    """A PostgreSQL cluster in a temporary folder, on a free loopback port, trusting local users."""
-
-    def __init__(self) -> None:
-        initdb, pg_ctl = postgres_bin("initdb"), postgres_bin("pg_ctl")
-        if not initdb or not pg_ctl:
-            reason = "PostgreSQL server binaries (initdb, pg_ctl) are not installed"
-            if os.environ.get("EXTRACTOR_TEST_REQUIRE_POSTGRES"):
-                pytest.fail(f"{reason}, and EXTRACTOR_TEST_REQUIRE_POSTGRES is set")
-            pytest.skip(reason)
-        self.pg_ctl = pg_ctl
-        self.root = Path(tempfile.mkdtemp(prefix="labeling-pg-"))
-        self.data = self.root / "data"
-        self.port = free_port()
-        # initdb refuses to run as root: hand the folder to the postgres OS user.
-        self.as_user: list[str] = []
-        if os.geteuid() == 0:
-            user = pwd.getpwnam("postgres")
-            os.chown(self.root, user.pw_uid, user.pw_gid)
-            self.as_user = ["runuser", "-u", "postgres", "--"]
-        self._run([initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"])
-        options = (
-            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
-        self._run([pg_ctl, "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
-                   "-w", "start"])  # fmt: skip
-        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
-
-    def _run(self, command: list[str]) -> None:
-        done = subprocess.run(
-            [*self.as_user, *command], capture_output=True, text=True, timeout=120, check=False
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"{command[0]} failed: {done.stdout}\n{done.stderr}")
-
-    def stop(self) -> None:
-        try:
-            self._run([self.pg_ctl, "-D", str(self.data), "-m", "immediate", "stop"])
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
 
 
 class DatabaseFactory:
@@ -155,7 +90,8 @@ class DatabaseFactory:
         engine = create_engine(url)
         try:
             with engine.begin() as connection:
-                tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
+                every = [*Base.metadata.sorted_tables, *JobsBase.metadata.sorted_tables]
+                tables = ", ".join(t.name for t in every)
                 connection.execute(text(f"TRUNCATE {tables} CASCADE"))
         finally:
             engine.dispose()
@@ -565,14 +501,6 @@ AUTO_LABEL = (
     "mutation($input: AutoLabelTokenBasedProjectInput!) "
     "{ result: autoLabelTokenBasedProject(input: $input) { id status } }"
 )
-
-
-def queued_job(owner_id: int, payload: dict[str, Any] | None = None) -> Job:
-    """A row of a QUEUED job of kind ``Test``, for tests of the queue itself."""
-    return Job(
-        id=new_job_id("Test"), kind="Test", owner_id=owner_id, status="QUEUED", errors=[],
-        payload=payload or {},
-    )  # fmt: skip
 
 
 def auto_label_input(

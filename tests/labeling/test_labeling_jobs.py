@@ -1,5 +1,8 @@
-"""Jobs live in the database: leases, a restart in the middle of a job, and workers in separate
-processes that never take the same job (``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL)."""
+"""Labeling jobs through the service: a restart in the middle of a job, and workers in separate
+processes that never take the same job (``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL).
+
+The queue's own tests (claims, leases, reaping, cancel, caps, a SIGKILLed worker) are in
+``tests/jobs/``."""
 
 from __future__ import annotations
 
@@ -8,7 +11,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +27,9 @@ from labeling_support import (
     cli_env,
     fast_settings,
     free_port,
-    queued_job,
     run_cli,
 )
-from sqlalchemy import text, update
-
-from extractor.labeling.config import LabelingSettings
-from extractor.labeling.db import Database
-from extractor.labeling.errors import JobFailure
-from extractor.labeling.jobs import JobQueue
-from extractor.labeling.models import Job, User, utcnow
+from sqlalchemy import text
 
 AUTO_LABEL = (
     "mutation Go($input: AutoLabelTokenBasedProjectInput!) "
@@ -51,87 +46,6 @@ def auto_label(http: httpx.Client, token: str, email: str, project_id: str, url:
     result = response.json()
     assert "errors" not in result, result
     return str(result["data"]["result"]["id"])
-
-
-# -- the queue itself -------------------------------------------------------------------------
-
-
-def queue_on(database_url: str, tmp_path: Path, **overrides: Any) -> tuple[Database, JobQueue]:
-    settings: LabelingSettings = fast_settings(database_url, tmp_path, **overrides)
-    db = Database(database_url)
-    return db, JobQueue(db, settings)
-
-
-def add_jobs(db: Database, count: int) -> list[str]:
-    with db.session() as session:
-        owner = User(email=f"owner-{time.monotonic_ns()}@example.com")
-        session.add(owner)
-        session.flush()
-        jobs = [queued_job(owner.id) for _ in range(count)]
-        session.add_all(jobs)
-        return [job.id for job in jobs]
-
-
-def test_concurrent_claims_take_each_job_once(database_url: str, tmp_path: Path) -> None:
-    db, queue = queue_on(database_url, tmp_path)
-    try:
-        ids = add_jobs(db, 30)
-        claimed: list[str] = []
-        lock = threading.Lock()
-
-        def claimer(worker: int) -> None:
-            while (job := queue.claim(f"w{worker}")) is not None:
-                with lock:
-                    claimed.append(job.id)
-
-        threads = [threading.Thread(target=claimer, args=(i,)) for i in range(6)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-        assert sorted(claimed) == sorted(ids)
-    finally:
-        db.dispose()
-
-
-def test_an_expired_lease_moves_the_job_and_the_late_worker_cannot_settle(
-    database_url: str, tmp_path: Path
-) -> None:
-    db, queue = queue_on(database_url, tmp_path)
-    try:
-        (job_id,) = add_jobs(db, 1)
-        first = queue.claim("slow")
-        assert first is not None and queue.claim("other") is None  # leased
-        with db.session() as session:
-            session.execute(update(Job).values(locked_until=utcnow() - timedelta(seconds=1)))
-        second = queue.claim("fast")
-        assert second is not None and second.id == job_id and second.attempts == 2
-        assert not queue.heartbeat(job_id, "slow")
-        assert not queue.save_step(job_id, "slow", 50, None)
-        assert not queue.deliver(job_id, "slow", lambda _: "nope")
-        assert not queue.fail(job_id, "slow", JobFailure("late"))
-        assert queue.deliver(job_id, "fast", lambda _: "result")
-        with db.session() as session:
-            job = session.get(Job, job_id)
-            assert job is not None
-            assert (job.status, job.result_id, job.progress) == ("DELIVERED", "result", 100)
-    finally:
-        db.dispose()
-
-
-def test_a_job_that_keeps_dying_fails_for_good(database_url: str, tmp_path: Path) -> None:
-    db, queue = queue_on(database_url, tmp_path, job_max_attempts=2)
-    try:
-        (job_id,) = add_jobs(db, 1)
-        with db.session() as session:
-            session.execute(update(Job).values(attempts=2, status="IN_PROGRESS"))
-        assert queue.claim("w") is None
-        with db.session() as session:
-            job = session.get(Job, job_id)
-            assert job is not None and job.status == "FAILED"
-            assert "interrupted 2 times" in job.errors[0]["stack"]
-    finally:
-        db.dispose()
 
 
 # -- a restart in the middle of a job ---------------------------------------------------------

@@ -5,10 +5,12 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
+from extractor.jobs import JobsBase
 from extractor.labeling.db import create_db_engine
 from extractor.labeling.models import Base
 
-target_metadata = Base.metadata
+# The labeling tables and the job queue's: these migrations create both.
+target_metadata = [Base.metadata, JobsBase.metadata]
 
 
 def _run(connection: Connection) -> None:
