@@ -6,8 +6,8 @@ recorded size (``documents.size_bytes``) to the request's :class:`ReplyBudget` a
 :class:`StoredJSON` placeholder; a request over ``max_reply_bytes`` is refused whole, before
 any document is read. The reply is then written as a stream (:func:`reply_chunks`) in which
 each placeholder is replaced by the document's JSON text exactly as the database holds it,
-read one document at a time. One query therefore holds at most one document's text at once,
-whatever its reply size: 4 aliases of ``getProject { documents { importable } }`` on five
+read in pieces from one snapshot (:func:`stored_pieces`). One query therefore holds at most
+one piece of one document at once, whatever its reply size: 4 aliases of ``getProject { documents { importable } }`` on five
 10 MB documents used to make a 409 MB reply and take the process from 1.2 to 2.5 GB.
 """
 
