@@ -60,12 +60,12 @@ def _deadline_worker(read_deadline: float) -> type:
     """gthread with a per-read socket timeout on every connection it serves."""
     from gunicorn.workers.gthread import TConn, ThreadWorker
 
-    class DeadlineConn(TConn):  # type: ignore[misc]
+    class DeadlineConn(TConn):
         def init(self) -> None:
             super().init()
             self.sock.settimeout(read_deadline)
 
-    class ReadDeadlineWorker(ThreadWorker):  # type: ignore[misc]
+    class ReadDeadlineWorker(ThreadWorker):
         def accept(self, listener: Any) -> None:
             try:
                 sock, client = listener.accept()
