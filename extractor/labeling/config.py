@@ -179,8 +179,8 @@ class LabelingSettings:
         32 * 1024 * 1024,
         "Bytes of documents (`importable`, counted as stored) one GraphQL reply may carry; a "
         "request asking for more is refused whole before any document is read. Documents are "
-        "copied into the reply one at a time as stored, so a request holds at most one "
-        "document's text in memory, whatever its reply size.",
+        "copied into the reply as stored, in pieces (1 MiB on SQLite, 8 MiB on PostgreSQL), so "
+        "a request holds at most one piece in memory, whatever its reply size.",
     )
 
     # -- replies of customers' APIs (issue 18): measured on the raw text before parsing ---------

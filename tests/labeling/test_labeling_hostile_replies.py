@@ -191,6 +191,7 @@ def test_recursion_and_memory_errors_of_the_parser_are_a_reason_too(
     assert "cannot be parsed (RecursionError)" in refusal(b"[[1]]").message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", sorted(hostile_prediction_replies(1)))
 def test_a_hostile_reply_fails_that_job_with_its_reason(
     server: LabelingServer, fake_api: StartAPI, shape: str
