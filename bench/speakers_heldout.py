@@ -106,8 +106,8 @@ def score_call(client: Any) -> str:
                 and turn.end > span.start + 0.2}) > 1
     ]  # fmt: skip
     return (
-        f"**The call** (pyannote-audio 4.0.7 sample.wav, 30 s, never tuned on): {found} speakers"
-        f" found of {len(call.speakers)}; {timed.right:.1%} of speech time on the right person"
+        "**The call** (pyannote-audio 4.0.7 sample.wav, 30 s, not in the tuning set):"
+        f" {found} speakers found of {len(call.speakers)}; {timed.right:.1%} of speech time on the right person"
         f" (RTTM; DER {timed.der:.1%}); {right:.1%} of words on the right speaker (STM);"
         f" {len(mixed)} of {len(spans)} lines overlap both people's turns by more than 0.2 s"
         " (the RTTM has them talking over each other)."
