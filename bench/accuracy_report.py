@@ -11,8 +11,8 @@ from .accuracy import PUBLISHED_TINY_EN_WER, TALKS, Results
 from .accuracy_score import ErrorRates, SpeechTime
 
 
-def pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
+def pct(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}%}"
 
 
 def report(results: Results, *, load: float) -> str:
@@ -59,7 +59,7 @@ def report(results: Results, *, load: float) -> str:
         "|---|---|---|",
     ]
     for turn, (ours, bare) in results.pages.items():
-        lines.append(f"| {turn} | {pct(ours)} | {pct(bare)} |")
+        lines.append(f"| {turn} | {pct(ours, 2)} | {pct(bare, 2)} |")
     lines += [
         "",
         "CER by page (over its six turns):",
@@ -68,7 +68,7 @@ def report(results: Results, *, load: float) -> str:
         "|---|---|---|",
     ]
     for style, (ours, bare) in results.styles.items():
-        lines.append(f"| `{style}` | {pct(ours)} | {pct(bare)} |")
+        lines.append(f"| `{style}` | {pct(ours, 2)} | {pct(bare, 2)} |")
     if results.speakers:
         lines += _speakers(results)
     lines += [

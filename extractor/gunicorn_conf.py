@@ -31,15 +31,41 @@ class EngineAwareThreadWorker(BufferingThreadWorker):
     worker's engine sits idle. A worker with extractions pending hesitates a few milliseconds
     per pending extraction before accepting, so an idle worker wins the race and, when all are
     busy, the least loaded one does (health checks wait at most ``MAX_ACCEPT_DELAY``).
+
+    It hesitates by leaving the listening socket out of its selector for that long, not by
+    sleeping: the same loop receives every request's bytes, and a sleep per accepted connection
+    (64 at once: 1.6 s) would stall them all.
     """
+
+    def init_process(self) -> None:
+        self.accept_paused_until = 0.0  # the listening socket is left alone until then
+        self.hesitated = False  # the pause before the next accept is over
+        super().init_process()
 
     def accept(self, listener: Any) -> None:
         extensions = getattr(self.wsgi, "extensions", {})
         extractor = extensions.get("extractor")
         pending = extractor.gate.pending if extractor is not None else 0
-        if pending:
-            time.sleep(min(BUSY_ACCEPT_DELAY * pending, MAX_ACCEPT_DELAY))
+        if pending and not self.hesitated:
+            self.hesitated = True
+            delay = min(BUSY_ACCEPT_DELAY * pending, MAX_ACCEPT_DELAY)
+            self.accept_paused_until = time.monotonic() + delay
+            self.set_accept_enabled(False)
+            return
+        # After the pause the connection is taken (unless a sibling took it meanwhile).
+        self.hesitated = False
         super().accept(listener)
+
+    def set_accept_enabled(self, enabled: bool) -> None:
+        """gthread's main loop re-enables accepting whenever it has room: not while paused."""
+        if enabled and time.monotonic() < self.accept_paused_until:
+            enabled = False
+        super().set_accept_enabled(enabled)
+
+    def wait_for_and_dispatch_events(self, timeout: float) -> None:
+        """Wake up when a pause ends, to take the connection if no sibling did."""
+        left = self.accept_paused_until - time.monotonic()
+        super().wait_for_and_dispatch_events(min(timeout, left) if left > 0 else timeout)
 
 
 def intake_limits(settings: Settings) -> IntakeLimits:

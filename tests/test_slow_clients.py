@@ -119,7 +119,7 @@ def labeling(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
 
 @pytest.fixture(params=["extractor", "labeling"])
 def service(request: pytest.FixtureRequest) -> Service:
-    return request.getfixturevalue(request.param)  # type: ignore[no-any-return]
+    return request.getfixturevalue(request.param)
 
 
 def dribbler(service: Service, *, token: bool, head_only: bool = False) -> socket.socket:
@@ -351,3 +351,25 @@ def test_clients_that_never_close_their_side_stall_nobody(service: Service) -> N
     finally:
         for sock in stubborn:
             sock.close()
+
+
+def test_a_large_upload_to_the_labeling_service_arrives_whole(labeling: Service) -> None:
+    """A 3 MB text file (spooled to disk on the way) becomes a project whose job is queued."""
+    line = "Alexandria Bartholomew metropolitan correspondence Parisienne extraordinarily\n"
+    text = (line * 40_000).encode()  # within the line and token limits of one document
+    variables = {"input": {"name": "Big", "kind": "TOKEN_BASED", "documents": [None],
+                           "teamId": labeling.team}}  # fmt: skip
+    query = "mutation($input: CreateProjectInput!) { createProject(input: $input) { id status } }"
+    reply = httpx.post(
+        labeling.url + "/graphql",
+        data={
+            "operations": json.dumps({"query": query, "variables": variables}),
+            "map": json.dumps({"0": ["variables.input.documents.0"]}),
+        },
+        files={"0": ("big.txt", text, "text/plain")},
+        headers={"Authorization": f"Bearer {labeling.token}"},
+        timeout=60,
+    )
+    assert reply.status_code == 200, reply.text
+    assert "errors" not in reply.json(), reply.text
+    assert reply.json()["data"]["createProject"]["id"]

@@ -81,3 +81,16 @@ def test_a_spooled_track_is_cut_where_the_whole_signal_would_be(tmp_path: Path) 
     assert track.windows == quiet_windows(whole, 8 * SAMPLE_RATE) and len(track.windows) >= 3
     joined = np.concatenate([track.read(start, end) for start, end in track.windows])
     assert np.array_equal(joined, whole)
+
+
+def test_features_in_blocks_are_whisper_s_own(tmp_path: Path) -> None:
+    from faster_whisper.feature_extractor import FeatureExtractor
+
+    from extractor.asr.features import TrimmingFeatureExtractor
+
+    rng = np.random.default_rng(9)
+    signal = (rng.standard_normal(SAMPLE_RATE * 75) * 0.1).astype(np.float32)
+    blocks = TrimmingFeatureExtractor()(signal)
+    whole = FeatureExtractor()(signal)
+    assert blocks.shape == whole.shape
+    np.testing.assert_allclose(blocks, whole, atol=1e-6)

@@ -18,6 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from extractor.jobs.errors import StorageError
+from extractor.jobs.tables import JobsBase
 
 
 def create_db_engine(url: str) -> Engine:
@@ -47,6 +48,12 @@ def create_db_engine(url: str) -> Engine:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def create_tables(db: Database) -> None:
+    """Create the queue's tables where they are missing, for a service without migrations of
+    its own (the labeling service creates them in its Alembic migrations instead)."""
+    JobsBase.metadata.create_all(db.engine)
 
 
 class Database:

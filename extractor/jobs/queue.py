@@ -18,18 +18,18 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, case, delete, event, func, or_, select, text, update
+from sqlalchemy import CursorResult, case, delete, event, func, or_, select, text, true, update
 from sqlalchemy.orm import Session, aliased
 
 from extractor.jobs.errors import JobFailure, OwnerCapReached
 from extractor.jobs.policy import QueuePolicy
 from extractor.jobs.reads import JobReads, Sessions
 from extractor.jobs.records import ClaimedJob, JobRecord, record_of
-from extractor.jobs.tables import RUNNABLE, Job, JobResult, JobStatus, JobUpload, utcnow
+from extractor.jobs.tables import ENDED, RUNNABLE, Job, JobResult, JobStatus, JobUpload, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -130,9 +130,12 @@ class JobQueue(JobReads):
         session.add(job)
         session.flush()
         for position, (filename, content) in enumerate(uploads):
-            session.add(
-                JobUpload(job_id=job.id, position=position, filename=filename, content=content)
-            )
+            # Inserted one by one and dropped from the session: one row's parameters at a time,
+            # not 500 rows of 100 KB batched into one statement (+50 MB, issue 18).
+            row = JobUpload(job_id=job.id, position=position, filename=filename, content=content)
+            session.add(row)
+            session.flush()
+            session.expunge(row)
         # Local workers are woken once the job is visible to them, never before.
         event.listen(session, "after_commit", lambda _session: self.notify(), once=True)
         return record_of(job)
@@ -161,12 +164,14 @@ class JobQueue(JobReads):
 
     # -- claiming and leases ------------------------------------------------------------------
 
-    def claim(self, worker_id: str) -> ClaimedJob | None:
-        """Lease a runnable job whose lease is free or expired, fairly between tenants, or None.
+    def claim(self, worker_id: str, kinds: Collection[str] | None = None) -> ClaimedJob | None:
+        """Lease a runnable job whose lease is free or expired, fairly between tenants, or None;
+        only of ``kinds`` when given (a worker takes only jobs it has a handler for).
 
         Order: the tenant with the fewest running jobs, then the tenant served longest ago (a
         job that yielded goes behind the others), then the oldest job.
         """
+        of_kinds = Job.kind.in_(list(kinds)) if kinds is not None else true()
         while True:
             now = utcnow()
             with self.db.session() as session:
@@ -184,7 +189,7 @@ class JobQueue(JobReads):
                 )
                 candidate = session.execute(
                     select(Job.id, Job.attempts, Job.updated_at)
-                    .where(Job.status.in_(RUNNABLE), _free(now))
+                    .where(Job.status.in_(RUNNABLE), _free(now), of_kinds)
                     .order_by(running, last_served.asc().nulls_first(), Job.created_at, Job.id)
                     .limit(1)
                     .with_for_update(skip_locked=True, of=Job)
@@ -412,6 +417,16 @@ class JobQueue(JobReads):
             if job.status in RUNNABLE:
                 self._end(session, job, JobStatus.CANCELLED, now)
             return record_of(job)
+
+    def purge(self, ended_before: datetime) -> int:
+        """Delete the jobs that ended before ``ended_before`` (their step results and uploads
+        went when they ended): how a service keeps jobs for a time to live. How many went."""
+        with self.db.session() as session:
+            gone = _rows(
+                session,
+                delete(Job).where(Job.status.in_(ENDED), Job.updated_at < ended_before),
+            )
+            return int(gone.rowcount)
 
     def release(self, job_id: str, worker_id: str, run_seconds: float | None = None) -> None:
         """Give the job back at once (a stopping or yielding worker), so another can resume it

@@ -214,7 +214,7 @@ class WorkerPool:
         poll = self.queue.policy.poll_seconds
         while not self._stopping.is_set():
             try:
-                job = self.queue.claim(worker_id)
+                job = self.queue.claim(worker_id, self.handlers.keys())
             except Exception:
                 # Whatever went wrong (the database is away, most likely), a worker thread that
                 # dies would stall every job silently: log it and try again at the next poll.

@@ -19,16 +19,16 @@ from functools import cache
 from typing import Any
 
 import jsonschema
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from extractor.jobs import JobRun, step_results
+from extractor.jobs import JobRun, iter_step_results
 from extractor.labeling.clients import ExtractorClient
 from extractor.labeling.config import LabelingSettings, setting_variable
 from extractor.labeling.db import Database
 from extractor.labeling.documents import Entity, sentences, span_label
 from extractor.labeling.errors import JobFailure
 from extractor.labeling.models import Document, Project
+from extractor.labeling.project_contents import LabelBudget, document_cells, outline
 from extractor.labeling.reply_json import prediction_limits
 
 log = logging.getLogger(__name__)
@@ -97,17 +97,29 @@ class Batch:
     cells: list[dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class PlannedBatch:
+    """Where a batch's lines are: document, file name, and its slice [start, stop) of cells;
+    the cells themselves are read when the batch is sent, one document at a time."""
+
+    document_id: str
+    file_name: str
+    start: int
+    stop: int
+
+
 def plan_batches(
-    documents: list[tuple[str, str, list[dict[str, Any]]]], lines_per_request: int
-) -> list[Batch]:
-    """Split each document's cells into requests, in document then line order."""
-    batches: list[Batch] = []
-    for document_id, file_name, cells in documents:
-        if not cells:
+    documents: list[tuple[str, str, int]], lines_per_request: int
+) -> list[PlannedBatch]:
+    """Split each document's ``(id, file name, line count)`` into requests, in document then
+    line order."""
+    batches: list[PlannedBatch] = []
+    for document_id, file_name, lines in documents:
+        if not lines:
             continue
-        size = lines_per_request or len(cells)
-        for start in range(0, len(cells), size):
-            batches.append(Batch(document_id, file_name, cells[start : start + size]))
+        size = lines_per_request or lines
+        for start in range(0, lines, size):
+            batches.append(PlannedBatch(document_id, file_name, start, min(start + size, lines)))
     return batches
 
 
@@ -199,17 +211,36 @@ class AutoLabelJob:
         """Send every batch not yet answered, storing each one's labels, then append them all.
 
         Batch N's labels are step N (step 0 holds labels checkpointed before migration 0002).
+        Only the current document's cells and one batch's labels are held at a time, and the
+        labels each document receives are charged to a :class:`LabelBudget`.
         """
         payload = run.job.payload
         settings = self.client.settings
-        project_name, documents = self._project(payload["projectId"])
-        batches = plan_batches(documents, payload["numberOfFilesPerRequest"])
+        with self.db.session() as session:
+            project = session.get(Project, payload["projectId"])
+            if project is None:
+                raise JobFailure("the project no longer exists")
+            project_name = project.name
+            documents = outline(session, project.id)
+        batches = plan_batches(
+            [(d.id, d.name, d.lines) for d in documents], payload["numberOfFilesPerRequest"]
+        )
+        budget = LabelBudget.starting(settings, documents)
         done: int = (run.job.checkpoint or {}).get("batchesDone", 0)
         if done:
             log.info("job %s resumes after %d of %d batches", run.job.id, done, len(batches))
+            self._charge_stored(run.job.id, budget, {d.id: d.name for d in documents})
+        loaded: tuple[str | None, list[dict[str, Any]]] = (None, [])
         for number in range(done, len(batches)):
             run.check()
-            batch = batches[number]
+            planned = batches[number]
+            if loaded[0] != planned.document_id:
+                loaded = (None, [])  # the previous document's cells go before these are read
+                with self.db.session() as session:
+                    loaded = (planned.document_id, document_cells(session, planned.document_id))
+            batch = Batch(
+                planned.document_id, planned.file_name, loaded[1][planned.start : planned.stop]
+            )
             request = {
                 "id": payload["projectId"],
                 "name": project_name,
@@ -229,6 +260,8 @@ class AutoLabelJob:
                 number + 1,
                 settings.max_prediction_entities,
             )
+            del reply
+            budget.charge(batch.document_id, batch.file_name, len(labels), number + 1)
             run.progress(
                 int(100 * (number + 1) / len(batches)),
                 {"batchesDone": number + 1},
@@ -236,33 +269,50 @@ class AutoLabelJob:
             )
             if number + 1 < len(batches):
                 run.share_point()
+        del loaded
 
         def write(session: Session) -> str:
+            """Append each document's new labels, one document at a time: the step results
+            are read in order and a document is written (and dropped) when the next begins."""
             project = session.get(Project, payload["projectId"])
             if project is None:
                 raise JobFailure("the project no longer exists")
-            by_document: dict[str, list[dict[str, Any]]] = {}
-            for labels in step_results(session, run.job.id):
+            current: str | None = None
+            pending: list[dict[str, Any]] = []
+            for labels in iter_step_results(session, run.job.id):
                 for item in labels:
-                    by_document.setdefault(item["documentId"], []).append(item["label"])
-            rows = session.scalars(
-                select(Document).where(Document.project_id == project.id).with_for_update()
-            )
-            for document in rows:
-                new = by_document.get(document.id)
-                if new:
-                    importable = dict(document.importable)
-                    importable["labels"] = [*importable.get("labels", []), *new]
-                    document.importable = importable  # a new object, so the change is seen
+                    if item["documentId"] != current:
+                        _append_labels(session, project.id, current, pending)
+                        current, pending = item["documentId"], []
+                    pending.append(item["label"])
+            _append_labels(session, project.id, current, pending)
             return project.id
 
         run.succeed(write)
 
-    def _project(self, project_id: str) -> tuple[str, list[tuple[str, str, list[dict[str, Any]]]]]:
+    def _charge_stored(self, job_id: str, budget: LabelBudget, names: dict[str, str]) -> None:
+        """Charge the labels of the batches a resumed job already stored."""
         with self.db.session() as session:
-            project = session.get(Project, project_id)
-            if project is None:
-                raise JobFailure("the project no longer exists")
-            return project.name, [
-                (d.id, d.name, list(d.importable.get("cells", []))) for d in project.documents
-            ]
+            for step, labels in enumerate(iter_step_results(session, job_id)):
+                counts: dict[str, int] = {}
+                for item in labels:
+                    counts[item["documentId"]] = counts.get(item["documentId"], 0) + 1
+                for document_id, count in counts.items():
+                    budget.charge(document_id, names.get(document_id, document_id), count, step)
+
+
+def _append_labels(
+    session: Session, project_id: str, document_id: str | None, labels: list[dict[str, Any]]
+) -> None:
+    """Append ``labels`` to one document of the project (locked for the update), then drop it
+    from the session so that delivery holds one document at a time."""
+    if document_id is None or not labels:
+        return
+    document = session.get(Document, document_id, with_for_update=True)
+    if document is None or document.project_id != project_id:
+        return
+    importable = dict(document.importable)
+    importable["labels"] = [*importable.get("labels", []), *labels]
+    document.importable = importable  # a new object, so the change is seen
+    session.flush()
+    session.expunge(document)

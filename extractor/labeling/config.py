@@ -179,8 +179,8 @@ class LabelingSettings:
         32 * 1024 * 1024,
         "Bytes of documents (`importable`, counted as stored) one GraphQL reply may carry; a "
         "request asking for more is refused whole before any document is read. Documents are "
-        "copied into the reply one at a time as stored, so a request holds at most one "
-        "document's text in memory, whatever its reply size.",
+        "copied into the reply as stored, in pieces (1 MiB on SQLite, 8 MiB on PostgreSQL), so "
+        "a request holds at most one piece in memory, whatever its reply size.",
     )
 
     # -- replies of customers' APIs (issue 18): measured on the raw text before parsing ---------
@@ -208,6 +208,17 @@ class LabelingSettings:
     )
     max_prediction_entities: int = _setting(
         20_000, "Entities in one prediction API reply (one batch); the job fails above it."
+    )
+    max_document_labels: int = _setting(
+        20_000,
+        "Labels one document may hold: an auto-labeling batch whose predictions would take its "
+        "document past it fails the job, naming the document (labels already held are counted "
+        "by the database, not loaded).",
+    )
+    max_project_labels: int = _setting(
+        100_000,
+        "Labels all the documents of one project may hold together, checked likewise; also "
+        "what one auto-labeling delivery may add at most.",
     )
 
     @property

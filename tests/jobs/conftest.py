@@ -16,8 +16,7 @@ import pytest
 from postgres_support import ThrowawayCluster
 from sqlalchemy import create_engine, make_url, text
 
-from extractor.jobs import JobsBase
-from extractor.jobs.db import Database
+from extractor.jobs.db import Database, create_tables
 
 
 @pytest.fixture(scope="session")
@@ -55,7 +54,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         _admin(admin, f'CREATE DATABASE "{name}"')
         url = make_url(admin).set(database=name).render_as_string(hide_password=False)
     db = Database(url)
-    JobsBase.metadata.create_all(db.engine)
+    create_tables(db)
     db.dispose()
     yield url
     if name is not None:

@@ -134,6 +134,18 @@ def test_progress_never_goes_down(db: Database) -> None:
     assert queue.step_results(job_id) == ["two", "three"]
 
 
+def test_a_worker_claims_only_the_kinds_it_knows(db: Database) -> None:
+    queue = JobQueue(db, POLICY)
+    with db.session() as session:
+        extraction = queue.enqueue(session, "Extraction", "alice", {})
+        labeling = queue.enqueue(session, "AutoLabel", "alice", {})
+    first = queue.claim("labeler", kinds=["AutoLabel", "CreateProject"])
+    assert first is not None and first.id == labeling.id
+    assert queue.claim("labeler", kinds=["AutoLabel"]) is None
+    claimed = queue.claim("extractor", kinds={"Extraction"})
+    assert claimed is not None and claimed.id == extraction.id
+
+
 def test_a_released_job_is_taken_again_without_counting_an_attempt(db: Database) -> None:
     queue = JobQueue(db, POLICY)
     (job_id,) = add(queue, db, 1)
@@ -190,6 +202,24 @@ def test_cancel_stops_queued_and_running_jobs_of_their_owner_only(db: Database) 
     assert gone is not None and gone.status == JobStatus.CANCELLED
     assert queue.claim("w3") is None  # nothing runnable is left
     assert row(db, running).status == JobStatus.CANCELLED
+
+
+def test_purge_deletes_ended_jobs_older_than_the_cutoff(db: Database) -> None:
+    queue = JobQueue(db, POLICY)
+    old_done, new_done = add(queue, db, 2)
+    for worker in ("w1", "w2"):
+        claimed = queue.claim(worker)
+        assert claimed is not None and queue.succeed(claimed.id, worker, lambda _: None)
+    (old_waiting,) = add(queue, db, 1)  # old but not ended: kept
+    with db.session() as session:
+        session.execute(
+            update(Job)
+            .where(Job.id.in_([old_done, old_waiting]))
+            .values(updated_at=utcnow() - timedelta(days=2))
+        )
+    assert queue.purge(utcnow() - timedelta(days=1)) == 1
+    assert queue.get("alice", [old_done, old_waiting, new_done])[0] is None
+    assert all(job is not None for job in queue.get("alice", [old_waiting, new_done]))
 
 
 # -- listing ----------------------------------------------------------------------------------

@@ -30,8 +30,7 @@ from sqlalchemy import create_engine, make_url, text
 from werkzeug.serving import BaseWSGIServer
 from werkzeug.serving import make_server as make_wsgi_server
 
-from extractor.jobs import JobsBase, new_job_id
-from extractor.jobs.tables import Job
+from extractor.jobs import JobsBase
 from extractor.labeling.app import LabelingState, create_labeling_app
 from extractor.labeling.auth import add_user
 from extractor.labeling.config import LabelingSettings
@@ -502,16 +501,6 @@ AUTO_LABEL = (
     "mutation($input: AutoLabelTokenBasedProjectInput!) "
     "{ result: autoLabelTokenBasedProject(input: $input) { id status } }"
 )
-
-
-def queued_job(owner_id: int, payload: dict[str, Any] | None = None) -> Job:
-    """A row of a QUEUED job of kind ``Test``, for tests of the queue itself."""
-    payload = payload or {}
-    tenant = f"team:{payload['teamId']}" if payload.get("teamId") else f"user:{owner_id}"
-    return Job(
-        id=new_job_id("Test"), kind="Test", owner_id=owner_id, status="QUEUED", errors=[],
-        payload=payload, tenant=tenant,
-    )  # fmt: skip
 
 
 def auto_label_input(

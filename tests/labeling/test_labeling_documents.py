@@ -118,15 +118,14 @@ def test_token_offsets_point_into_the_content(tokens: list[str]) -> None:
 
 
 def test_batches_never_mix_documents() -> None:
-    cells = [dict(CELL, line=i) for i in range(5)]
-    documents = [("d1", "a.txt", cells), ("d2", "b.txt", cells[:2]), ("d3", "c.txt", [])]
-    assert [(b.document_id, [c["line"] for c in b.cells]) for b in plan_batches(documents, 2)] == [
-        ("d1", [0, 1]),
-        ("d1", [2, 3]),
-        ("d1", [4]),
-        ("d2", [0, 1]),
+    documents = [("d1", "a.txt", 5), ("d2", "b.txt", 2), ("d3", "c.txt", 0)]
+    assert [(b.document_id, b.start, b.stop) for b in plan_batches(documents, 2)] == [
+        ("d1", 0, 2),
+        ("d1", 2, 4),
+        ("d1", 4, 5),
+        ("d2", 0, 2),
     ]
-    assert [len(b.cells) for b in plan_batches(documents, 0)] == [5, 2]
+    assert [b.stop - b.start for b in plan_batches(documents, 0)] == [5, 2]
 
 
 def reply(entities: list[dict[str, Any]], sentence: int = 3, document: str = "d1") -> Any:

@@ -9,7 +9,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from labeling_support import (
@@ -20,18 +19,12 @@ from labeling_support import (
     User,
     auto_label,
     capitalized_words_model,
-    fast_settings,
     hanging_api,
-    queued_job,
 )
 from sqlalchemy import event, func, select, text
 
-from extractor.jobs import JobQueue
 from extractor.jobs.tables import Job, JobResult
-from extractor.labeling.app import queue_policy
 from extractor.labeling.db import Database
-from extractor.labeling.models import Team
-from extractor.labeling.models import User as UserRow
 
 
 def text_of(request: Received) -> str:
@@ -74,6 +67,8 @@ def test_one_teams_twenty_slow_jobs_delay_another_teams_job_by_one_batch_at_most
     job_b = auto_label(server, team_b, project_b, api.url)
     seen_before_b = len(api.received)  # B's job is in the queue now
     assert server.wait_job(team_b.token, job_b)["status"] == "DELIVERED"
+    # Fair claims count a job against its team (the labeling service's tenant).
+    assert job_row(server, job_b).tenant == f"team:{team_b.team_id}"
 
     texts = [text_of(request) for request in api.received]
     first_b = texts.index("Beta")
@@ -95,43 +90,6 @@ def test_one_teams_twenty_slow_jobs_delay_another_teams_job_by_one_batch_at_most
     with server.db.session() as session:
         assert session.scalar(select(func.count()).select_from(JobResult)) == 0
         assert set(session.scalars(select(Job.attempts).where(Job.kind == "AutoLabel"))) == {1}
-
-
-def test_claims_go_to_the_tenant_with_fewest_running_jobs_then_the_least_recently_served(
-    database_url: str, tmp_path: Path
-) -> None:
-    db = Database(database_url)
-    queue = JobQueue(db, queue_policy(fast_settings(database_url, tmp_path)))
-    try:
-        with db.session() as session:
-            owner = UserRow(email="owner@example.com")
-            teams = [Team(name="Busy"), Team(name="Quiet")]
-            session.add_all([owner, *teams])
-            session.flush()
-            ids: dict[str, list[str]] = {"Busy": [], "Quiet": []}
-            # Busy's three jobs are all older than Quiet's one.
-            for team in [teams[0], teams[0], teams[0], teams[1]]:
-                job = queued_job(owner.id, {"teamId": team.id})
-                ids[team.name].append(job.id)
-                session.add(job)
-                session.flush()
-        first = queue.claim("w1")
-        assert first is not None and first.id == ids["Busy"][0]
-        second = queue.claim("w2")  # Busy runs one job: Quiet's comes before Busy's older ones
-        assert second is not None and second.id == ids["Quiet"][0]
-        assert first.tenant != second.tenant and first.tenant.startswith("team:")
-        # Nobody else waits: Busy keeps its worker whatever its share.
-        assert not queue.should_yield(first.tenant)
-        third = queue.claim("w3")
-        assert third is not None and third.id == ids["Busy"][1]
-        queue.release(second.id, "w2")  # Quiet's job waits again while Busy holds 2 of 2
-        assert queue.should_yield(first.tenant)
-        assert not queue.should_yield(second.tenant)
-        fourth = queue.claim("w4")  # Quiet runs nothing: its job goes before Busy's third
-        assert fourth is not None and fourth.id == ids["Quiet"][0]
-        assert not queue.should_yield(first.tenant)  # nobody else waits any more
-    finally:
-        db.dispose()
 
 
 # -- deadlines and timeouts -------------------------------------------------------------------

@@ -14,6 +14,7 @@ from labeling_support import (
     LabelingServer,
     StartAPI,
     auto_label,
+    capitalized_words_model,
     hostile_prediction_replies,
 )
 
@@ -190,6 +191,7 @@ def test_recursion_and_memory_errors_of_the_parser_are_a_reason_too(
     assert "cannot be parsed (RecursionError)" in refusal(b"[[1]]").message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", sorted(hostile_prediction_replies(1)))
 def test_a_hostile_reply_fails_that_job_with_its_reason(
     server: LabelingServer, fake_api: StartAPI, shape: str
@@ -211,3 +213,45 @@ def test_a_hostile_reply_fails_that_job_with_its_reason(
     assert error["args"]["path"], error
     project = server.project(user.token, project_id)
     assert project is not None and project["documents"][0]["importable"]["labels"] == []
+
+
+def test_labels_per_document_and_project_are_capped_counting_those_already_held(
+    make_server: Callable[..., LabelingServer], fake_api: StartAPI
+) -> None:
+    """A model may not grow a document (or a project) without end: the labels a document holds
+    already, counted by the database, plus the new ones stay within the limits, else the job
+    fails naming the document and the limit, and writes nothing."""
+    server = make_server(max_document_labels=6, max_project_labels=9)
+    user = server.user("Acme")
+    model = fake_api(capitalized_words_model)
+    project_id = server.token_project(user, ["Ann Bob Cy", "Dee"], name="people.txt")
+
+    def run() -> dict[str, Any]:
+        return server.wait_job(user.token, auto_label(server, user, project_id, model.url))
+
+    assert run()["status"] == "DELIVERED"  # 4 labels
+    failed = run()  # 4 + 4 > 6
+    assert failed["status"] == "FAILED", failed
+    (error,) = failed["errors"]
+    assert "would give 'people.txt' 7 labels, more than 6" in error["stack"], error
+    assert error["args"]["limit"] == "EXTRACTOR_LABELING_MAX_DOCUMENT_LABELS"
+    assert error["args"]["document"] == "people.txt"
+    project = server.project(user.token, project_id)
+    assert project is not None and len(project["documents"][0]["importable"]["labels"]) == 4
+
+    other = server.token_project(user, ["Eve Fay Gus Hal Ida Jo"])  # 6 labels: at the limit
+    assert server.wait_job(user.token, auto_label(server, user, other, model.url))["status"] == (
+        "DELIVERED"
+    )
+
+
+def test_labels_per_project_are_capped(
+    make_server: Callable[..., LabelingServer], fake_api: StartAPI
+) -> None:
+    server = make_server(max_document_labels=100, max_project_labels=5)
+    user = server.user("Acme")
+    model = fake_api(capitalized_words_model)
+    project_id = server.token_project(user, ["Ann Bob Cy", "Dee Eve Fay"])
+    failed = server.wait_job(user.token, auto_label(server, user, project_id, model.url))
+    assert failed["status"] == "FAILED", failed
+    assert failed["errors"][0]["args"]["limit"] == "EXTRACTOR_LABELING_MAX_PROJECT_LABELS"

@@ -217,7 +217,21 @@ def test_a_104_kb_upload_mapped_to_500_documents_costs_under_150_mb(
             f"{len(content) / 1024:.0f} KB x 500 documents: RSS {baseline / MB:.0f} -> peak "
             f"{created.peak / MB:.0f} -> {after_create / MB:.0f} MB"
         )
+        with PeakSampler(server.process.pid) as labeled:
+            run = client.gql(
+                AUTO_LABEL,
+                auto_label_input("tenant@example.com", job["resultId"], model.url, per_request=0),
+            )
+            labeling = wait_job(client, run["data"]["result"]["id"], timeout=600)
+        after_label = group_rss(server.process.pid)
+        print(
+            f"auto-labeled ({labeling['status']}, 100,000 labels): peak {labeled.peak / MB:.0f} "
+            f"-> {after_label / MB:.0f} MB"
+        )
+        assert labeling["status"] == "DELIVERED", labeling
         assert created.peak - baseline < GROWTH_LIMIT
+        assert labeled.peak - after_create < GROWTH_LIMIT
+        assert after_label - baseline < 50 * MB
     finally:
         model.stop()
     assert server.terminate() == 0

@@ -149,8 +149,33 @@ def test_audio_project_from_a_text_extractor_with_speakers(
         (json_reply({**OCR_REPLY, "type": "TIMESTAMP", "pages": [], "labels": []}), "expected"),
         ((500, {"Content-Type": "text/plain"}, b"crash"), "answered HTTP"),
         ((401, {}, b""), "answered HTTP"),
+        # Issue 18: refused on the raw text, never "internal error" (RecursionError) or memory.
+        (
+            (200, {"Content-Type": "application/json"}, b"[" * 100_000 + b"]" * 100_000),
+            "nested too deeply at "
+            + "0/" * 31
+            + "0 (limit 32, EXTRACTOR_LABELING_MAX_API_REPLY_DEPTH)",
+        ),
+        (
+            (
+                200,
+                {"Content-Type": "application/json"},
+                b'{"cells": [' + b"[]," * 2_000_000 + b"[]]}",
+            ),
+            "too many values at cells/1499997 (limit 1500000",
+        ),
     ],
-    ids=["html", "no-type", "bad-json", "not-importable", "wrong-type", "500", "401"],
+    ids=[
+        "html",
+        "no-type",
+        "bad-json",
+        "not-importable",
+        "wrong-type",
+        "500",
+        "401",
+        "deep",
+        "lists",
+    ],
 )
 def test_a_bad_extractor_reply_fails_the_job_and_makes_no_project(
     server: LabelingServer, fake_api: StartAPI, reply: Reply, message: str

@@ -160,3 +160,25 @@ def test_tags_and_custom_apis_stop_at_their_owners_limit(make_server: MakeServer
     over(again, "MAX_CUSTOM_APIS_PER_TEAM")
     other = server.gql(CREATE_API, {"teamId": stranger.team_id, "input": api}, token=stranger.token)
     assert "errors" not in other
+
+
+def test_a_document_labeled_while_its_reply_is_written_is_sent_whole_as_it_was(
+    server: LabelingServer,
+) -> None:
+    # Documents are read in pieces as the reply goes out: the pieces must all be of one version.
+    user = server.user("Acme")
+    project_id = project_of(server, user, [("abcdefghij " * 10 + "\n") * 40_000])  # 9 MB JSON
+    [(_, before)] = stored_documents(server).values()
+    query = {"query": aliased(project_id, 1)}
+    headers = {"Authorization": f"Bearer {user.token}"}
+    with server.http.stream("POST", "/graphql", json=query, headers=headers) as response:
+        chunks = response.iter_bytes()
+        body = b""
+        while len(body) < 2 * 1024 * 1024:  # well into the document's text
+            body += next(chunks)
+        assert len(body) < 6 * 1024 * 1024  # and the server still reading it
+        with server.db.session() as session:
+            document = session.scalars(select(Document)).one()
+            document.importable = {**document.importable, "labels": [{"new": True}] * 1000}
+        body += b"".join(chunks)
+    assert json.loads(body)["data"]["p0"]["documents"][0]["importable"] == before
