@@ -151,7 +151,24 @@ def run(rounds: int, turns: int, seed: int) -> str:
         f" {rss_loaded:.0f} MB after the first speakers=auto, {rss_after:.0f} MB after all"
         f" rounds; peak {rss_peak:.0f} MB.",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + accuracy_sections())
+
+
+def accuracy_sections() -> list[str]:
+    """The clustering's figures on the tuning set and on the held-out talks, as their own
+    commands last wrote them (they take far longer than this benchmark)."""
+    here = Path(__file__).parent
+    sections = []
+    for title, name, command in (
+        ("Tuning set (40 talks, the knobs were chosen on these)", "speakers_tuning.md",
+         "python -m bench.speakers_tune --grid --out bench/speakers_tuning.md"),
+        ("Held-out test set and the real call (never tuned on)", "speakers_heldout.md",
+         "python -m bench.speakers_heldout --count 24 --call --out bench/speakers_heldout.md"),
+    ):  # fmt: skip
+        path = here / name
+        if path.exists():
+            sections += ["", f"## {title}", "", f"`{command}`", "", path.read_text().strip()]
+    return sections
 
 
 def main(argv: list[str] | None = None) -> int:

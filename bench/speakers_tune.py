@@ -160,21 +160,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", default="tuning", help="talk set (tune on: tuning)")
     parser.add_argument("--count", type=int, default=40)
     parser.add_argument("--grid", action="store_true", help="sweep the clustering knobs")
+    parser.add_argument("--out", type=Path, help="also write the report to this file")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     items = load(args.set, args.count)
+    lines = []
     if args.grid:
-        print("| merge similarity | min speech s | clearly apart | alternation | counted right"
-              " | mean time right | lowest |")  # fmt: skip
-        print("|---|---|---|---|---|---|---|")
-        print("\n".join(grid(items)[:20]))
+        lines += [
+            "| merge similarity | min speech s | clearly apart | alternation | counted right"
+            " | mean time right | lowest |",
+            "|---|---|---|---|---|---|---|",
+            *grid(items)[:12],
+            "",
+        ]
     shipped = ours(DEFAULTS.speakers_merge_similarity, DEFAULTS.speakers_min_speech,
                    clustering.CLEARLY_APART, clustering.MOST_ALTERNATION)  # fmt: skip
-    for name, method in (("senko spectral", senko_spectral), ("ours (defaults)", shipped)):
+    for name, method in (("senko's spectral clustering", senko_spectral), ("ours", shipped)):
         exact, mean, lowest, notes = score(items, method)
-        print(f"{name} on {len(items)} {args.set} talks: speakers counted right in {exact:.0%},"
-              f" {mean:.1%} of speech time on the right speaker, lowest talk {lowest:.1%}")  # fmt: skip
+        lines.append(
+            f"- {name} on the {len(items)} {args.set} talks: speakers counted right in"
+            f" {exact:.0%}, {mean:.1%} of speech time on the right speaker, lowest talk"
+            f" {lowest:.1%}"
+        )
         log.info("; ".join(notes))
+    report = "\n".join(lines)
+    print(report)
+    if args.out:
+        args.out.write_text(report + "\n")
     return 0
 
 

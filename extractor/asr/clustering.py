@@ -24,7 +24,7 @@ from .speaker_count import SpeakerCount
 
 # A split of a group of windows in two is two voices when the halves' mean voices are this far
 # apart (cosine similarity at most this), whatever else; tuned on the tuning set.
-CLEARLY_APART = 0.75
+CLEARLY_APART = 0.80
 # Otherwise (mean voices closer than CLEARLY_APART, but under the merge similarity) only when
 # the halves hardly alternate inside one stretch of speech: two people take turns, while one
 # voice split by noise flips between the halves from one window to the next. At most this
