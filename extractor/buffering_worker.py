@@ -64,6 +64,7 @@ class BufferedConn(TConn):
         self.intake: RequestIntake | None = None  # the request being received or handed over
         self.received = False  # the intake is complete: a thread may serve it
         self.pipelined = b""  # bytes after the request handed over: the next request's start
+        self.unsent = b""  # the part of a refusal the socket has not taken yet
 
 
 class BufferingThreadWorker(ThreadWorker):
@@ -260,9 +261,7 @@ class BufferingThreadWorker(ThreadWorker):
                 self.drop_intake(conn)
                 self.close(conn)
         for conn in [c for c, until in self.lingering.items() if until <= now]:
-            self.poller.unregister(conn.sock)
-            del self.lingering[conn]
-            self.close(conn)
+            self.end_linger(conn)
 
     def unwatch(self, conn: BufferedConn) -> None:
         """Stop watching ``conn`` for reads (if it was: a request may complete on its first
@@ -277,13 +276,62 @@ class BufferingThreadWorker(ThreadWorker):
             conn.intake = None
 
     def refuse(self, conn: BufferedConn, refusal: Refusal, retry_after: int | None = None) -> None:
-        """Answer ``refusal`` (a small response: the socket's buffer takes it whole) and
-        close the connection."""
-        with suppress(OSError):
-            conn.sock.send(refusal_bytes(self.limits, refusal, retry_after))
+        """Answer ``refusal`` (its response says ``Connection: close``) and close the
+        connection once the response is sent."""
         if refusal.status != 503:
             log.info("refused a request: %s %s", refusal.status, refusal.message)
-        self.linger_close(conn)
+        response = refusal_bytes(self.limits, refusal, retry_after)
+        try:
+            conn.sock.setblocking(False)
+            sent = conn.sock.send(response)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:  # the client is gone
+            self.close(conn)
+            return
+        conn.unsent = response[sent:]
+        if not conn.unsent:  # the usual case: a small response, an empty socket buffer
+            self.linger_close(conn)
+            return
+        # The buffer is still full of an earlier response the client has not read (it
+        # pipelined): the rest goes out as the buffer drains, within LINGER_SECONDS, and the
+        # write side is shut only after it, so the client gets the whole answer.
+        try:
+            events = selectors.EVENT_READ | selectors.EVENT_WRITE
+            self.poller.register(conn.sock, events, partial(self.on_unsent, conn))
+        except (OSError, ValueError, KeyError):
+            self.close(conn)
+            return
+        self.lingering[conn] = time.monotonic() + LINGER_SECONDS
+
+    def on_unsent(self, conn: BufferedConn, _sock: Any) -> None:
+        """Send more of a refusal; what the client sends meanwhile is read and dropped, so a
+        client that writes before it reads cannot deadlock with us."""
+        try:
+            if not conn.sock.recv(READ_BYTES):  # the client shut its side: only write now
+                self.poller.modify(conn.sock, selectors.EVENT_WRITE, partial(self.on_unsent, conn))
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            self.end_linger(conn)
+            return
+        try:
+            sent = conn.sock.send(conn.unsent)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.end_linger(conn)
+            return
+        conn.unsent = conn.unsent[sent:]
+        if not conn.unsent:
+            self.unwatch(conn)
+            del self.lingering[conn]
+            self.linger_close(conn)
+
+    def end_linger(self, conn: BufferedConn) -> None:
+        """Close a lingering connection now."""
+        self.lingering.pop(conn, None)
+        self.close(conn)
 
     def linger_close(self, conn: BufferedConn) -> None:
         """Close after the response, in the main loop without waiting: the write side is shut
@@ -307,9 +355,7 @@ class BufferingThreadWorker(ThreadWorker):
         except OSError:
             data = b""
         if not data:
-            self.poller.unregister(conn.sock)
-            del self.lingering[conn]
-            self.close(conn)
+            self.end_linger(conn)
 
     def close(self, conn: BufferedConn) -> None:
         """Close a connection the main loop owns (never one a thread is serving)."""
