@@ -194,6 +194,22 @@ class BufferingThreadWorker(ThreadWorker):
         finally:
             conn.sock = sock
 
+    def _keepalive_after(self, conn: Any, keepalive: bool) -> bool:
+        """Whether a connection stays open after its response (gthread asks, gunicorn 27+).
+
+        gthread drains what the app left unread of the body from the socket, at most 64 KiB,
+        and closes the connection past that, after a response that announced keep-alive: the
+        client then sends its next request into a closed connection. A request received whole
+        has its body in the spool, not on the socket, and the next request is received afresh
+        (bytes pipelined behind it kept aside), so there is nothing to drain: the connection is
+        kept exactly when the response said so."""
+        intake = getattr(conn, "intake", None)
+        if intake is None or intake.stage is Stage.UPGRADE:
+            return bool(super()._keepalive_after(conn, keepalive))
+        # What the parser read ahead of the body is the spool's, not a next request's.
+        conn.parser.unreader.take_buffered()
+        return keepalive
+
     def finish_request(self, conn: Any, fs: Future[Any]) -> None:
         """Free the request's spool; a request the client pipelined behind it is received
         next, since the socket will not signal bytes already read. A connection that ends is

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hmac
+import json
 import os
 import time
 from contextlib import suppress
 from functools import partial
 from typing import Any
 
+from . import openai_api
 from .app import MULTIPART_SLACK
 from .buffering_worker import BufferingThreadWorker
 from .config import Settings
@@ -90,11 +92,16 @@ def _require_secret(secret: str, head: Head) -> Refusal | None:
     scheme, _, token = head.fields.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), secret.encode()):
         return None
+    # The same error the app raises (views.authorize), rendered as the app renders it for
+    # this path: OpenAI's shape under /v1 (code "invalid_api_key"), ours elsewhere.
+    error = Unauthorized("a valid 'Authorization: Bearer <secret>' header is required")
+    document = openai_api.error_document(error) if openai_api.serves(head.path) else error.to_json()
     return Refusal(
-        401,
-        "unauthorized",
-        "a valid 'Authorization: Bearer <secret>' header is required",
-        headers=tuple(Unauthorized.headers.items()),
+        error.status,
+        error.code,
+        error.message,
+        headers=tuple(error.headers.items()),
+        body=json.dumps(document, ensure_ascii=False).encode(),
     )
 
 

@@ -67,16 +67,24 @@ class Refusal(Exception):
     """The request cannot be received: answer ``status`` and close the connection."""
 
     def __init__(
-        self, status: int, code: str, message: str, headers: tuple[tuple[str, str], ...] = ()
+        self,
+        status: int,
+        code: str,
+        message: str,
+        headers: tuple[tuple[str, str], ...] = (),
+        body: bytes | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
         self.headers = headers
+        self.body = body  # the JSON to answer, when not the limits' error_body (an admit's)
 
 
 def refusal_bytes(limits: IntakeLimits, refusal: Refusal, retry_after: int | None = None) -> bytes:
     """The whole HTTP response for ``refusal``, announcing that the connection closes."""
-    body = limits.error_body(refusal.status, refusal.code, refusal.message)
+    body = refusal.body
+    if body is None:
+        body = limits.error_body(refusal.status, refusal.code, refusal.message)
     head = [
         f"HTTP/1.1 {refusal.status} {REASONS.get(refusal.status, 'Error')}",
         "Content-Type: application/json",
@@ -107,12 +115,14 @@ class Head:
     expects_continue: bool
     upgrade: str | None
     fields: dict[str, str]  # every header, its name in lower case (the last one of a name)
+    path: str  # the request target without its query string
 
 
 def parse_head(head: bytes) -> Head:
     """The framing of a request head (request line and headers, without the final CRLF CRLF)."""
     lines = head.split(b"\r\n")
-    if len(lines[0].split(b" ")) != 3:
+    request_line = lines[0].split(b" ")
+    if len(request_line) != 3:
         raise Refusal(400, "bad_request", "malformed request line")
     lengths: list[bytes] = []
     codings: list[bytes] = []
@@ -142,6 +152,7 @@ def parse_head(head: bytes) -> Head:
         expects_continue=expect == b"100-continue",
         upgrade=upgrade,
         fields=fields,
+        path=request_line[1].partition(b"?")[0].decode("latin-1"),
     )
 
 

@@ -34,7 +34,8 @@ from .views import _extractor_error as log_and_render
 from .views import _http_error as render_http_error
 from .views import authorize
 
-blueprint = Blueprint("openai", __name__, url_prefix="/v1")
+PATH_PREFIX = "/v1"  # every route of the OpenAI-compatible API is under it
+blueprint = Blueprint("openai", __name__, url_prefix=PATH_PREFIX)
 
 MAX_PROMPT_CHARS = 2000  # OpenAI reads 224 tokens of prompt; this bounds what we pass on
 MAX_MODEL_CHARS = 200  # the model name is only echoed into logs
@@ -227,11 +228,25 @@ def transcriptions() -> Response:
 # -- errors in OpenAI's shape ---------------------------------------------------------------
 
 
-def _error_body(status: int, message: str, code: str, param: str | None) -> Response:
+def serves(path: str) -> bool:
+    """Whether ``path`` is one of this API's, whose errors take OpenAI's shape."""
+    return path == PATH_PREFIX or path.startswith(PATH_PREFIX + "/")
+
+
+def _error_document(status: int, message: str, code: str, param: str | None) -> dict[str, Any]:
     kind = "server_error" if status >= 500 else "invalid_request_error"
-    response = _json_reply(
-        {"error": {"message": message, "type": kind, "param": param, "code": code}}
-    )
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def error_document(error: ExtractorError) -> dict[str, Any]:
+    """``error`` in OpenAI's shape; a wrong key is ``invalid_api_key``, as OpenAI calls it.
+    Also what the worker answers when it refuses a request before its body arrives."""
+    code = "invalid_api_key" if isinstance(error, Unauthorized) else error.code
+    return _error_document(error.status, error.message, code, getattr(error, "param", None))
+
+
+def _error_body(status: int, message: str, code: str, param: str | None) -> Response:
+    response = _json_reply(_error_document(status, message, code, param))
     response.status_code = status
     return response
 
@@ -239,8 +254,8 @@ def _error_body(status: int, message: str, code: str, param: str | None) -> Resp
 @blueprint.errorhandler(ExtractorError)
 def _extractor_error(error: ExtractorError) -> Response:
     log_and_render(error)  # logs it, and reads any unread body as /extract does
-    code = "invalid_api_key" if isinstance(error, Unauthorized) else error.code
-    response = _error_body(error.status, error.message, code, getattr(error, "param", None))
+    response = _json_reply(error_document(error))
+    response.status_code = error.status
     response.headers.update(error.headers)
     return response
 

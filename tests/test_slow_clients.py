@@ -373,3 +373,44 @@ def test_a_large_upload_to_the_labeling_service_arrives_whole(labeling: Service)
     assert reply.status_code == 200, reply.text
     assert "errors" not in reply.json(), reply.text
     assert reply.json()["data"]["createProject"]["id"]
+
+
+def test_early_refusals_and_unread_bodies_leave_keep_alive_clients_their_answers(
+    service: Service,
+) -> None:
+    """One httpx.Client (it reuses its connection) mixing requests refused before their body
+    is read (413 by announced size, 401 without the secret) and requests the app answers
+    without reading the body (404) with ordinary ones: every request gets its response, a
+    connection the server closes says ``Connection: close``, one it keeps is not closed."""
+    oversized = 201 * 1024 * 1024 + 64 * 1024  # past both services' limit (slack included)
+
+    def stream() -> Iterator[bytes]:
+        chunk = b"x" * (1024 * 1024)  # sent over and over: no 200 MB in this process
+        for start in range(0, oversized, len(chunk)):
+            yield chunk[: oversized - start]
+
+    auth = {"Authorization": f"Bearer {service.token}"}
+    unread = b"u" * 200_000  # well past the 64 KiB gthread drains before closing
+    with httpx.Client(base_url=service.url, timeout=60) as client:
+        for _ in range(2):
+            assert client.get("/healthz").status_code == 200
+            kept = client.post("/nowhere", content=unread, headers=auth)
+            assert kept.status_code == 404 and kept.headers.get("connection") != "close"
+            assert service.small_request(client).status_code == 200
+            too_large = client.post(
+                service.path,
+                content=stream(),
+                headers={**auth, "Content-Length": str(oversized)},
+            )
+            assert too_large.status_code == 413
+            assert too_large.headers["connection"] == "close"
+            if service.name == "extractor":
+                unauthorized = client.post(service.path, content=unread)
+                assert unauthorized.status_code == 401
+                assert unauthorized.headers["connection"] == "close"
+                assert unauthorized.json()["error"]["code"] == "unauthorized"
+                # Refused as early, in the shape the OpenAI-compatible route answers.
+                openai = client.post("/v1/audio/transcriptions", content=unread)
+                assert openai.status_code == 401 and openai.headers["connection"] == "close"
+                assert openai.json()["error"]["code"] == "invalid_api_key"
+            assert service.small_request(client).status_code == 200
