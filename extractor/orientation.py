@@ -54,11 +54,15 @@ SKEW_MIN_DEGREES = 1.0
 SKEW_MAX_DEGREES = 15.0  # steeper "slopes" are not skew (a table, a diagram, a rotated stamp)
 PROFILE_SIDE = 1000  # pixels: the copy ink_angle measures (~0.1° resolution at 300 dpi)
 PROFILE_POINTS = 60_000  # ink pixels sampled for it: enough for a page of text
-OSD_MIN_CONFIDENCE = 1.0
+OSD_MIN_CONFIDENCE = 1.0  # OSD's orientation confidence below which its answer is ignored
+# Pages whose shorter side is below this are read as they are, no rotation looked for: a line
+# Tesseract can read (x-height ~10 px and up, with ascenders and descenders ~16) does not fit
+# across them, so there is nothing to turn, and a strip this thin has no lines to measure.
+ROTATE_MIN_SIDE = 16  # pixels
 # The turned reading is kept unless its score is below this share of the reading it replaces: a
 # sloping page's reading breaks lines into fragments read twice ("inclu", "ding"), which can
 # outscore the level reading of the same words (a two-line page at 4°: 26 words against 23).
-KEEP_TURNED = 0.9  # OSD's orientation confidence below which its answer is ignored
+KEEP_TURNED = 0.9
 _WORDLIKE = re.compile(r"\W*[^\W\d_]{2,}\W*")  # two letters or more, punctuation around
 
 
@@ -203,7 +207,8 @@ def ink_angle(page: PageImage) -> float | None:
     with Image.open(page.path) as image:
         if getattr(image, "n_frames", 1) > 1:
             image.seek(page.index)
-        image.draft("L", (image.width // 4, image.height // 4))  # JPEG: decode a quarter
+        # JPEG: decode a quarter (never asking for 0 pixels: Pillow divides by the size).
+        image.draft("L", (max(1, image.width // 4), max(1, image.height // 4)))
         grey = image if image.mode == "L" else _grey(image)
         factor = max(1, round(max(grey.size) / PROFILE_SIDE))
         pixels = np.asarray(grey.reduce(factor) if factor > 1 else grey)
@@ -238,12 +243,14 @@ def osd_quarter(path: Path, deadline: float) -> int:
         raise EngineTimeout("the request timed out before the page's orientation was found")
     try:
         osd = pytesseract.image_to_osd(str(path), timeout=remaining)
+    # TesseractError is a RuntimeError: caught first, or the timeout clause re-raised it (a
+    # page OSD finds "Too few characters" on was a 500).
+    except (pytesseract.TesseractError, pytesseract.TesseractNotFoundError, OSError):
+        return 0  # too little text to tell ("Too few characters"), or no CLI: keep as read
     except RuntimeError as exc:  # pytesseract's way of saying it killed a slow run
         if "timeout" in str(exc).lower():
             raise EngineTimeout("finding the page's orientation took too long") from exc
         raise
-    except (pytesseract.TesseractError, pytesseract.TesseractNotFoundError, OSError):
-        return 0  # too little text to tell ("Too few characters"), or no CLI: keep as read
     fields = dict(
         (key.strip(), value.strip())
         for key, _, value in (row.partition(":") for row in osd.splitlines())
@@ -264,6 +271,8 @@ def read_upright(read: Reader, page: PageImage, deadline: float) -> Reading:
     readings: as it is, turned, and (when turned a quarter and still askew) set level."""
     first = Reading(read(page))
     turn: Turn | None = None
+    if min(page.width, page.height) < ROTATE_MIN_SIDE:
+        return first
     if len(first.words) < MIN_WORDS:
         turn = turn_from_ink(page, deadline, upside_down=False)
     elif first.unreadable():
