@@ -75,6 +75,13 @@ class Settings:
         "Seconds a client may take to read a reply, plus 1 s per EXTRACTOR_BODY_MIN_RATE bytes"
         " of it; then the connection is closed and the thread serving it freed.",
     )
+    keepalive_timeout: int = _setting(
+        75,
+        "Seconds an idle kept-alive connection waits for the client's next request (it holds no"
+        " thread meanwhile). Longer than common clients' and proxies' own idle limits (httpx"
+        " 5 s, nginx upstream 60 s), so they close first instead of sending a request into a"
+        " connection being closed.",
+    )
     max_pending_connections: int = _setting(
         256,
         "Requests one worker may be receiving at once (their bodies spooled to memory up to"
@@ -224,7 +231,7 @@ class Settings:
                 )
         positive = ("threads", "engine_slots", "max_upload_bytes", "max_pages", "pdf_dpi",
                     "max_ocr_languages", "pdf_render_memory_mb", "body_min_rate",
-                    "max_pending_connections")  # fmt: skip
+                    "max_pending_connections", "keepalive_timeout")  # fmt: skip
         for name in (*positive, "asr_threads", "asr_beam_size", "speakers_max_count"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")

@@ -122,6 +122,10 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         # The master only kills a worker whose main loop stops heartbeating; request threads do
         # not block it, but keep it well above the longest extraction anyway.
         "timeout": int(settings.request_timeout) + 120,
+        # An idle kept-alive connection waits in the main loop, not in a thread: outlast the
+        # clients' and proxies' idle limits so they close first (a request sent as the server
+        # closes would be lost).
+        "keepalive": settings.keepalive_timeout,
         "graceful_timeout": 60,
         # Recycle workers now and then so a slow leak in a native library cannot grow forever;
         # jitter keeps them from all reloading models at the same moment.

@@ -414,3 +414,16 @@ def test_early_refusals_and_unread_bodies_leave_keep_alive_clients_their_answers
                 assert openai.status_code == 401 and openai.headers["connection"] == "close"
                 assert openai.json()["error"]["code"] == "invalid_api_key"
             assert service.small_request(client).status_code == 200
+
+
+def test_an_idle_kept_alive_connection_outlives_common_client_idle_limits(
+    service: Service,
+) -> None:
+    """httpx keeps an idle connection 5 s: the server (75 s) must not close it sooner."""
+    request = b"GET /healthz HTTP/1.1\r\nHost: k\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", service.port), timeout=30) as sock:
+        sock.sendall(request)
+        assert _read_response(sock).startswith(b"HTTP/1.1 200 ")
+        time.sleep(6)
+        sock.sendall(request)
+        assert sock.recv(12) == b"HTTP/1.1 200"  # b"" if the server had closed it

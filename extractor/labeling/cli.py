@@ -236,6 +236,9 @@ def serve_options(
         # Uploads can be large and GraphQL calls are quick otherwise; job work happens in
         # background threads, never inside a request.
         "timeout": 120,
+        # An idle kept-alive connection waits in the main loop, not in a thread: outlast the
+        # clients' and proxies' idle limits so they close first.
+        "keepalive": settings.keepalive_timeout,
         # A stopping worker lets a prediction call in flight end rather than send it twice.
         "graceful_timeout": int(max(30, settings.prediction_total_timeout + 10)),
         "accesslog": "-",

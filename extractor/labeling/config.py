@@ -159,6 +159,13 @@ class LabelingSettings:
         "Seconds a client may take to read a reply, plus 1 s per `BODY_MIN_RATE` bytes of it; "
         "then the connection is closed and the thread serving it freed.",
     )
+    keepalive_timeout: int = _setting(
+        75,
+        "Seconds an idle kept-alive connection waits for the client's next request (it holds no "
+        "thread meanwhile). Longer than common clients' and proxies' own idle limits (httpx "
+        "5 s, nginx upstream 60 s), so they close first instead of sending a request into a "
+        "connection being closed.",
+    )
     max_pending_connections: int = _setting(
         256,
         "Requests one server process may be receiving at once (bodies spooled in memory up to "
