@@ -25,6 +25,8 @@ from pathlib import Path
 import httpx
 from graphql import get_introspection_query
 
+from bench.server import group_status_sums
+
 MB = 1024 * 1024
 REPO = Path(__file__).resolve().parents[1]
 WORD = b"w" * 54
@@ -79,21 +81,7 @@ def shapes(project_id: str) -> dict[str, str]:
 
 def group_rss(group: int) -> int:
     """Resident bytes of every process in the process group (gunicorn's master and workers)."""
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[2]) != group:
-                continue
-            status = Path(f"/proc/{entry}/status").read_text()
-        except (OSError, ValueError, IndexError):
-            continue
-        total += sum(
-            int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmRSS:")
-        )
-    return total
+    return group_status_sums(group, "VmRSS")["VmRSS"] * 1024
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -170,6 +170,30 @@ def children(pid: int) -> list[int]:
     return sorted(found)
 
 
+def group_status_sums(group: int, *fields: str) -> dict[str, int]:
+    """Sums of /proc/<pid>/status figures (e.g. VmRSS in kB, Threads) over process group ``group``.
+
+    gunicorn's master and workers share one group, so this is a whole server's figure.
+    """
+    sums = dict.fromkeys(fields, 0)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            # Fields after the command name (which may hold spaces): state ppid pgrp ...
+            if int(stat.rsplit(")", 1)[1].split()[2]) != group:
+                continue
+            status = Path(f"/proc/{entry}/status").read_text()
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+        for line in status.splitlines():
+            name, _, value = line.partition(":")
+            if name in sums:
+                sums[name] += int(value.split()[0])
+    return sums
+
+
 def memory_mb(pid: int, field: str = "VmRSS") -> float:
     """A memory figure of /proc/<pid>/status (VmRSS: now, VmHWM: peak) in MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -41,6 +41,8 @@ from typing import Any
 
 import httpx
 
+from bench.server import group_status_sums
+
 VARIANTS = ("gthread", "deadline", "buffering")
 SCENARIOS = {
     "dribble": "{n} connections send headers (Content-Length: 100000; a multipart upload to the"
@@ -219,23 +221,8 @@ class Dribblers:
 
 def group_stats(group: int) -> tuple[int, int]:
     """Threads and resident MB of every process in the process group ``group``."""
-    threads = rss = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[2]) != group:
-                continue
-            status = Path(f"/proc/{entry}/status").read_text()
-        except (OSError, ValueError, IndexError):
-            continue
-        for line in status.splitlines():
-            if line.startswith("Threads:"):
-                threads += int(line.split()[1])
-            elif line.startswith("VmRSS:"):
-                rss += int(line.split()[1]) // 1024
-    return threads, rss
+    sums = group_status_sums(group, "Threads", "VmRSS")
+    return sums["Threads"], sums["VmRSS"] // 1024
 
 
 @dataclass

@@ -30,6 +30,7 @@ from sqlalchemy import create_engine, make_url, text
 from werkzeug.serving import BaseWSGIServer
 from werkzeug.serving import make_server as make_wsgi_server
 
+from bench.server import group_status_sums
 from extractor.jobs import JobsBase
 from extractor.labeling.app import LabelingState, create_labeling_app
 from extractor.labeling.auth import add_user
@@ -525,22 +526,7 @@ def auto_label(server: LabelingServer, user: User, project_id: str, url: str) ->
 
 def group_rss(group: int) -> int:
     """Resident bytes of every process in the process group (gunicorn's master and workers)."""
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            # Fields after the command name (which may hold spaces): state ppid pgrp ...
-            if int(stat.rsplit(")", 1)[1].split()[2]) != group:
-                continue
-            status = Path(f"/proc/{entry}/status").read_text()
-        except (OSError, ValueError, IndexError):
-            continue  # ended meanwhile
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1]) * 1024
-    return total
+    return group_status_sums(group, "VmRSS")["VmRSS"] * 1024
 
 
 # -- hostile prediction replies (issue 18) ----------------------------------------------------
