@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from postgres_support import ThrowawayCluster
 from support import PAGE_ONE, PAGE_TWO, SPOKEN
 
 from extractor import samples
@@ -24,6 +26,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     must run before any test has imported torch here.
     """
     items.sort(key=lambda item: item.get_closest_marker("torch") is not None)
+
+
+# One cluster per session, shared by the labeling and job-queue tests (PostgreSQL halves).
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> Iterator[str]:
+    """A PostgreSQL server's URL on its maintenance database, ours to create databases in."""
+    given = os.environ.get("EXTRACTOR_TEST_POSTGRES_URL")
+    if given:
+        yield given
+        return
+    cluster = ThrowawayCluster()
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

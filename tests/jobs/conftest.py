@@ -7,30 +7,14 @@ any service's database, as the extractor's asynchronous jobs will use it.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from postgres_support import ThrowawayCluster
 from sqlalchemy import create_engine, make_url, text
 
 from extractor.jobs.db import Database, create_tables
-
-
-@pytest.fixture(scope="session")
-def jobs_postgres_url() -> Iterator[str]:
-    """A PostgreSQL server's URL on its maintenance database, ours to create databases in."""
-    given = os.environ.get("EXTRACTOR_TEST_POSTGRES_URL")
-    if given:
-        yield given
-        return
-    cluster = ThrowawayCluster()
-    try:
-        yield cluster.url
-    finally:
-        cluster.stop()
 
 
 def _admin(admin_url: str, statement: str) -> None:
@@ -49,7 +33,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         url = f"sqlite:///{tmp_path / 'jobs.db'}"
         name = None
     else:
-        admin = request.getfixturevalue("jobs_postgres_url")
+        admin = request.getfixturevalue("postgres_admin_url")
         name = f"jobs_{uuid.uuid4().hex[:12]}"
         _admin(admin, f'CREATE DATABASE "{name}"')
         url = make_url(admin).set(database=name).render_as_string(hide_password=False)

@@ -8,7 +8,6 @@ Helpers live in ``labeling_support``; test modules import them from there, never
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,23 +21,8 @@ from labeling_support import (
     Received,
     Reply,
     ServiceProcess,
-    ThrowawayCluster,
     fast_settings,
 )
-
-
-@pytest.fixture(scope="session")
-def postgres_admin_url() -> Iterator[str]:
-    """A PostgreSQL server's URL on its maintenance database, ours to create databases in."""
-    given = os.environ.get("EXTRACTOR_TEST_POSTGRES_URL")
-    if given:
-        yield given
-        return
-    cluster = ThrowawayCluster()
-    try:
-        yield cluster.url
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
