@@ -4,12 +4,11 @@ nothing else (ended jobs, other kinds such as the labeling service's in a shared
 
 from __future__ import annotations
 
+from kubernetes_manifests import queue_depth_query
 from sqlalchemy import text
 
 from extractor.jobs import JobFailure, JobQueue, QueuePolicy
 from extractor.jobs.db import Database
-
-from kubernetes_manifests import queue_depth_query
 
 EXTRACT_KIND = "extract"
 
