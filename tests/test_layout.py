@@ -29,7 +29,6 @@ SPLITS_PENDING = {
     "extractor/media.py",
     "extractor/labeling/outbound.py",
     "extractor/labeling/service.py",
-    "extractor/asr/ct2_convert.py",
 }
 
 
