@@ -31,7 +31,7 @@ class LabelingSettings:
     # SQLAlchemy URL; empty means sqlite:///<data_dir>/labeling.db. PostgreSQL to scale out.
     database_url: str = ""
     # Comma-separated [http|https://]HOST[:PORT|:*] entries outbound calls may reach although
-    # private or loopback (outbound_policy has the syntax); ':*' is every port, and only if written.
+    # private or loopback (extractor.net.ssrf has the syntax); ':*' is every port, only if written.
     outbound_allow: str = ""
     # Worker threads run inside each server process; 0 leaves jobs to `extractor labeling worker`.
     embedded_workers: int = 2
