@@ -47,7 +47,9 @@ from extractor.realtime.session import Session
                 {
                     "type": "session.update",
                     "event_id": "e1",
-                    "session": {"audio": {"input": {"format": {"type": "audio/pcm", "rate": 44100}}}},
+                    "session": {
+                        "audio": {"input": {"format": {"type": "audio/pcm", "rate": 44100}}}
+                    },
                 }
             ),
             "invalid_value",
