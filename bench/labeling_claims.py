@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from extractor.config import LabelingSettings
 from extractor.jobs import JobQueue
 from extractor.labeling.app import queue_policy
-from extractor.labeling.config import LabelingSettings
 from extractor.labeling.db import Database, migrate
 from extractor.labeling.models import Team, User
 

@@ -13,11 +13,11 @@ from flask import Flask, Response, current_app, jsonify, request
 from graphql import DocumentNode, GraphQLError, OperationDefinitionNode
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
+from extractor.config import LabelingSettings
 from extractor.jobs import JobHandler, JobQueue, QueuePolicy, WorkerPool
 from extractor.labeling.auth import authenticate, token_lifetime
 from extractor.labeling.autolabel import AutoLabelJob
 from extractor.labeling.clients import ExtractorClient
-from extractor.labeling.config import LabelingSettings, setting_variable
 from extractor.labeling.credentials import load_secret_box, seal_stored_secrets
 from extractor.labeling.db import Database
 from extractor.labeling.errors import InternalServerError, LabelingError
@@ -148,7 +148,7 @@ def load_json(raw: str | bytes, what: str, settings: LabelingSettings) -> Any:
     if json_depth(value) > settings.max_json_depth:
         raise BadGraphQLRequest(
             f"{what} nests arrays and objects more than {settings.max_json_depth} deep "
-            f"({setting_variable('max_json_depth')})"
+            f"({LabelingSettings.variable('max_json_depth')})"
         )
     return value
 
@@ -174,7 +174,7 @@ def read_operations(settings: LabelingSettings) -> Any:
     if len(body) > settings.max_request_json_bytes:
         raise RequestEntityTooLarge(
             f"A JSON request body may have at most {settings.max_request_json_bytes} bytes "
-            f"({setting_variable('max_request_json_bytes')})"
+            f"({LabelingSettings.variable('max_request_json_bytes')})"
         )
     try:
         return load_json(body, "The body", settings)
@@ -271,7 +271,7 @@ def create_labeling_app(
     ``serve`` builds one app per gunicorn worker (after the fork) with ``start_workers=True``;
     tests start and stop them through ``app.extensions["labeling"]``.
     """
-    settings = settings or LabelingSettings.from_env()
+    settings = settings or LabelingSettings.load()
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes
     # Each non-file field of a multipart request: `operations` and `map` are JSON texts.

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 
 import httpx
 
+from extractor.config.labeling import LabelingSettings
 from extractor.labeling.outbound_errors import OutboundError, OutboundRefused
 
 #: The setting that lists destinations allowed despite the default refusals.
-ALLOW_ENV_VAR = "EXTRACTOR_LABELING_OUTBOUND_ALLOW"
+ALLOW_ENV_VAR = LabelingSettings.variable("outbound_allow")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

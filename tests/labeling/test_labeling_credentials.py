@@ -28,9 +28,9 @@ from labeling_support import (
 )
 from sqlalchemy import create_engine, text
 
+from extractor.config import SettingsError
 from extractor.labeling.app import build_state
 from extractor.labeling.auth import add_user, authenticate
-from extractor.labeling.config import SettingsError
 from extractor.labeling.credentials import (
     KEY_FILE_NAME,
     SecretBox,
