@@ -43,7 +43,7 @@ def _id(item: tuple[Path, dict[str, Any]]) -> str:
 def test_the_manifests_are_all_there() -> None:
     kinds = {doc["kind"] for _, doc in DOCUMENTS}
     assert {
-        "Deployment", "Service", "PodDisruptionBudget", "PersistentVolumeClaim", "StatefulSet",
+        "Deployment", "Service", "PodDisruptionBudget", "StatefulSet",
         "Secret", "HorizontalPodAutoscaler", "ScaledObject", "TriggerAuthentication",
     } <= kinds  # fmt: skip
 
