@@ -17,11 +17,11 @@ from urllib.parse import urlsplit
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from extractor.config import LabelingSettings
 from extractor.heap import trim_heap
 from extractor.jobs import JobQueue, JobRecord, OwnerCapReached
 from extractor.labeling.auth import Caller, normalize_email
 from extractor.labeling.autolabel import KIND as AUTO_LABEL
-from extractor.labeling.config import LabelingSettings, setting_variable
 from extractor.labeling.credentials import SecretBox, refuse_userinfo, seal_field, shown_url
 from extractor.labeling.db import Database
 from extractor.labeling.documents import DocumentTooLarge, TextBudget, decode_text
@@ -387,7 +387,7 @@ class LabelingService:
                     budget.measure(name, text)
                 except DocumentTooLarge as exc:
                     raise LimitExceededError(
-                        exc.message, limit=setting_variable(exc.field), maximum=exc.maximum
+                        exc.message, limit=LabelingSettings.variable(exc.field), maximum=exc.maximum
                     ) from exc
             read.append((name, content))
         return read
