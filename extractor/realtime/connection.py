@@ -26,6 +26,7 @@ non-blocking. Bounds, each a setting (``RealtimeLimits``):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import selectors
@@ -203,7 +204,8 @@ class LiveConnection:
         if self.part_bytes > self.server.limits.max_message_bytes:
             self.oversized, self.parts = True, []
         elif not self.oversized:
-            self.parts.append(event.data)
+            data = event.data
+            self.parts.append(data if isinstance(data, str) else bytes(data))
         if not event.message_finished:
             return
         parts, oversized = self.parts, self.oversized
@@ -263,8 +265,7 @@ class LiveConnection:
             self.fail(
                 ProtocolError(
                     "idle_timeout",
-                    f"no message for {limits.idle_timeout:g} s"
-                    " (EXTRACTOR_REALTIME_IDLE_TIMEOUT)",
+                    f"no message for {limits.idle_timeout:g} s (EXTRACTOR_REALTIME_IDLE_TIMEOUT)",
                     close_code=GOING_AWAY,
                 )
             )
@@ -338,10 +339,8 @@ class RealtimeServer:
                 f"HTTP/1.1 {refused.status} Refused\r\ncontent-type: application/json\r\n"
                 f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
             ).encode() + body
-        try:
+        with contextlib.suppress(OSError):
             conn.sock.send(data)
-        except OSError:
-            pass
         self.worker.linger_close(conn)
 
     def end(self, live: LiveConnection, *, linger: bool) -> None:
@@ -351,10 +350,8 @@ class RealtimeServer:
         if live.session is not None:
             self.scheduler.close(live.session)
         if live.registered:
-            try:
+            with contextlib.suppress(KeyError, ValueError, OSError):
                 self.worker.poller.unregister(live.conn.sock)
-            except (KeyError, ValueError, OSError):
-                pass
             live.registered = 0
         if linger:  # the close frame is out: shut our side, read what the client still sends
             self.worker.linger_close(live.conn)
@@ -367,4 +364,3 @@ class RealtimeServer:
             if stopping:
                 live.close(RESTART, "the server is restarting")
             live.tick(now)
-

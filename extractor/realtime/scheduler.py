@@ -87,7 +87,9 @@ class Scheduler:
         self.decoder.load()  # in this thread: the main loop never waits for a model
         while True:
             with self._ready:
-                while not self.stopping and not any(s.busy or s.next_partial() for s in self._sessions):
+                while not self.stopping and not any(
+                    s.busy or s.next_partial() for s in self._sessions
+                ):
                     self._ready.wait()
                 if self.stopping:
                     return
