@@ -14,11 +14,11 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from extractor.config import LabelingSettings
 from extractor.heap import trim_heap
 from extractor.jobs import JobQueue, OwnerCapReached
 from extractor.labeling.auth import Caller, normalize_email
 from extractor.labeling.autolabel import KIND as AUTO_LABEL
-from extractor.labeling.config import LabelingSettings
 from extractor.labeling.credentials import SecretBox, seal_field
 from extractor.labeling.db import Database
 from extractor.labeling.errors import (

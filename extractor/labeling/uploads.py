@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from extractor.labeling.config import LabelingSettings, setting_variable
+from extractor.config import LabelingSettings
 from extractor.labeling.documents import DocumentTooLarge, TextBudget, decode_text
 from extractor.labeling.errors import JobFailure, LimitExceededError
 from extractor.labeling.inputs import upload_name
@@ -68,7 +68,7 @@ def read_uploads(
                 budget.measure(name, text)
             except DocumentTooLarge as exc:
                 raise LimitExceededError(
-                    exc.message, limit=setting_variable(exc.field), maximum=exc.maximum
+                    exc.message, limit=LabelingSettings.variable(exc.field), maximum=exc.maximum
                 ) from exc
         read.append((name, content))
     return read
