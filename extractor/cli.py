@@ -103,10 +103,10 @@ def _check(args: argparse.Namespace) -> int:
 
 def _settings_doc(args: argparse.Namespace) -> int:
     """Print the settings tables, or regenerate them in place inside a README's markers."""
-    from .config.docs import SERVICES, service_table, write_readme
+    from .config.docs import TABLES, named_table, write_readme
 
     if args.readme is None:
-        print("\n".join(f"{name}:\n\n{service_table(name)}" for name in SERVICES), end="")
+        print("\n".join(f"{name}:\n\n{named_table(name)}" for name in TABLES), end="")
     elif write_readme(Path(args.readme)):
         print(f"{args.readme}: settings tables regenerated", file=sys.stderr)
     return 0

@@ -11,9 +11,9 @@ from typing import ClassVar
 
 import pytest
 
-from extractor.cli import build_parser
+from extractor.cli import build_parser, main
 from extractor.config import DEFAULT_FORMATS, LabelingSettings, Settings, SettingsError
-from extractor.config.docs import SERVICES, fill_readme, settings_table
+from extractor.config.docs import TABLES, declared_here, fill_readme, settings_table
 from extractor.config.fields import SettingsBase, setting, settings_from_flags
 from extractor.formats import DEFAULT_CHOICES
 from extractor.labeling.outbound import OutboundSettings
@@ -23,15 +23,20 @@ README = Path(__file__).parent.parent / "README.md"
 
 def test_the_readme_tables_are_the_generated_ones() -> None:
     text = README.read_text()
-    for name in SERVICES:
-        assert f"<!-- settings-table: {name} -->" in text, name
+    for name in TABLES:
+        assert text.count(f"<!-- settings-table: {name} -->") == 1, name
     assert fill_readme(text) == text, "run `make settings-table` and commit README.md"
 
 
-def test_every_setting_appears_once_with_its_unit() -> None:
-    for settings, flags in SERVICES.values():
+def test_every_setting_is_in_one_table_with_its_unit() -> None:
+    tabled = [
+        declared.variable for settings, _ in TABLES.values() for declared in declared_here(settings)
+    ]
+    every = [d.variable for service in (Settings, LabelingSettings) for d in service.declared()]
+    assert sorted(tabled) == sorted(every)
+    for settings, flags in TABLES.values():
         table = settings_table(settings, flags)
-        for declared in settings.declared():
+        for declared in declared_here(settings):
             (row,) = [line for line in table.splitlines() if f"`{declared.variable}`" in line]
             assert f"| {declared.rule.unit} |" in row
             if declared.kind in {"int", "float"}:
@@ -153,3 +158,15 @@ def test_the_settings_import_nothing_above_them() -> None:
         ).stdout
     )
     assert [m for m in loaded if m != "extractor" and not m.startswith("extractor.config")] == []
+
+
+def test_the_settings_command_rewrites_stale_tables(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "# Doc\n\n<!-- settings-table: labeling-limits -->\nstale\n<!-- /settings-table -->\n"
+    )
+    assert main(["settings", "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert "stale" not in text and "`EXTRACTOR_LABELING_MAX_QUERY_DEPTH` | `8` | levels |" in text
+    assert "`EXTRACTOR_LABELING_DATA_DIR`" not in text  # that one is in the "labeling" table
+    assert fill_readme(text) == text

@@ -4,10 +4,11 @@
   frozen dataclass deriving from ``SettingsBase``, which reads, parses and checks it.
 - :mod:`.extraction`: the extractor's ``Settings`` (``EXTRACTOR_*``, also flags of
   ``extractor serve`` and ``extractor extract``).
-- :mod:`.labeling`: the labeling service's ``LabelingSettings`` (``EXTRACTOR_LABELING_*``).
+- :mod:`.labeling`: the labeling service's ``LabelingSettings`` (``EXTRACTOR_LABELING_*``),
+  deriving from :mod:`.labeling_limits`' ``LabelingLimits`` (what one tenant may cost).
 - :mod:`.docs`: the README's tables, generated from the declarations (``make settings-table``).
 
-Adding a setting is one field in one of the two dataclasses; nothing here imports anything of
+Adding a setting is one field in one of these dataclasses; nothing here imports anything of
 the project but these modules.
 """
 

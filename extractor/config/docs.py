@@ -15,13 +15,15 @@ from pathlib import Path
 from .extraction import Settings
 from .fields import Setting, SettingsBase
 from .labeling import LabelingSettings
+from .labeling_limits import LabelingLimits
 
-# The services whose settings the README documents, by marker name, and whether their settings
-# are also flags (``extractor serve`` and ``extractor extract`` offer them; the labeling
-# commands read the environment only).
-SERVICES: dict[str, tuple[type[SettingsBase], bool]] = {
+# The README's tables by marker name: the settings declared in the body of one class, and
+# whether they are also flags (``extractor serve`` and ``extractor extract`` offer them; the
+# labeling commands read the environment only). Every setting is in exactly one table.
+TABLES: dict[str, tuple[type[SettingsBase], bool]] = {
     "extractor": (Settings, True),
     "labeling": (LabelingSettings, False),
+    "labeling-limits": (LabelingLimits, False),
 }
 _BLOCK = re.compile(
     r"(<!-- settings-table: (?P<name>[\w-]+) -->\n).*?(<!-- /settings-table -->)", re.DOTALL
@@ -57,11 +59,17 @@ def meaning(declared: Setting) -> str:
     return text
 
 
+def declared_here(settings: type[SettingsBase]) -> list[Setting]:
+    """The settings declared in the body of ``settings`` itself (not in a base class)."""
+    own = vars(settings).get("__annotations__", {})
+    return [declared for declared in settings.declared() if declared.name in own]
+
+
 def settings_table(settings: type[SettingsBase], flags: bool) -> str:
-    """The Markdown table of every setting of ``settings``, in declaration order."""
+    """The Markdown table of the settings declared in ``settings``' body, in their order."""
     head = ["Environment variable", *(["CLI flag"] if flags else []), "Default", "Unit", "Meaning"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for declared in settings.declared():
+    for declared in declared_here(settings):
         cells = [
             f"`{declared.variable}`",
             *([f"`{declared.flag}`"] if flags else []),
@@ -73,13 +81,13 @@ def settings_table(settings: type[SettingsBase], flags: bool) -> str:
     return "\n".join(rows) + "\n"
 
 
-def service_table(name: str) -> str:
-    """The table of the service ``name`` (a key of :data:`SERVICES`)."""
-    settings, flags = SERVICES[name]
+def named_table(name: str) -> str:
+    """The README's table ``name`` (a key of :data:`TABLES`)."""
+    settings, flags = TABLES[name]
     return settings_table(settings, flags)
 
 
-def fill_readme(text: str, table: Callable[[str], str] = service_table) -> str:
+def fill_readme(text: str, table: Callable[[str], str] = named_table) -> str:
     """``text`` with every marked settings table replaced by the generated one."""
     return _BLOCK.sub(lambda m: f"{m.group(1)}\n{table(m.group('name'))}\n{m.group(3)}", text)
 
