@@ -296,6 +296,72 @@ class Settings(SettingsBase):
         at_least=1,
     )
 
+    # -- live transcription (WS /v1/realtime?intent=transcription) -------------------------
+    realtime_sessions: int = setting(
+        2,
+        "sessions",
+        "Live transcription streams one worker serves at once (0: none); one more gets an"
+        " `error` (code session_limit_reached) and close code 1013. A stream costs its worker"
+        " a share of one decoding thread (bench/realtime.md).",
+        at_least=0,
+    )
+    realtime_session_seconds: float = setting(
+        3600.0,
+        "seconds",
+        "Longest a live session may stay open; then `error` session_expired and close 1001.",
+        above=0,
+    )
+    realtime_idle_timeout: float = setting(
+        60.0,
+        "seconds",
+        "Seconds a live session may go without a message from its client; then `error`"
+        " idle_timeout and close 1001.",
+        above=0,
+    )
+    realtime_max_append_bytes: int = setting(
+        15 * 1024 * 1024,
+        "bytes",
+        "Largest audio one input_audio_buffer.append may carry (OpenAI's limit); a larger"
+        " message is dropped as it arrives and answered with `error` audio_too_large, the"
+        " session going on.",
+        at_least=1024,
+    )
+    realtime_buffer_bytes: int = setting(
+        1024 * 1024,
+        "bytes",
+        "Client messages a live session holds before it has processed them; past it the"
+        " server stops reading the socket until it catches up, so a client sending audio"
+        " faster than real time is slowed down by TCP, not buffered.",
+        at_least=64 * 1024,
+    )
+    realtime_send_buffer_bytes: int = setting(
+        1024 * 1024,
+        "bytes",
+        "Server events a live client may leave unread; past it the connection is dropped.",
+        at_least=64 * 1024,
+    )
+    realtime_step_seconds: float = setting(
+        0.5,
+        "seconds",
+        "Seconds of new audio between two partial decodes of a live turn (LocalAgreement-2"
+        " sends a word once two successive decodes agree on it): less is lower latency for"
+        " more CPU (bench/realtime.md).",
+        above=0,
+    )
+    realtime_beam_size: int = setting(
+        1,
+        "beams",
+        "Beam size of a live turn's decodes (1: greedy, the fastest).",
+        at_least=1,
+    )
+    realtime_threads: int = setting(
+        1,
+        "threads",
+        "CPU threads of a worker's live decoder (one decoder per worker, models loaded on the"
+        " first live session).",
+        at_least=1,
+    )
+
     # -- derived --------------------------------------------------------------------------
     @property
     def worker_count(self) -> int:
