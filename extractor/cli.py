@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from extractor.replies.formats import FORMATS
+
 from .asr.speaker_count import COUNT_FIELDS, parse_speaker_count
 from .config import SPEAKER_MODES, Settings, SettingsError, parse_value, setting_fields
 from .errors import ExtractorError
-from .formats import FORMATS
 
 
 def _add_setting_flags(parser: argparse.ArgumentParser, skip: Sequence[str] = ()) -> None:
@@ -60,10 +61,11 @@ def _serve(args: argparse.Namespace) -> int:
     from .metrics_dir import prepare_multiprocess_dir, remove_multiprocess_dir
 
     metrics_dir = prepare_multiprocess_dir(settings.tmp_dir) if settings.metrics else None
-    from .app import create_app
-    from .gunicorn_conf import gunicorn_options, intake_limits
+    from extractor.server.application import beyond_loopback, serve
+    from extractor.server.gunicorn_conf import gunicorn_options, intake_limits
+    from extractor.web.app import create_app
+
     from .logs import configure_logging
-    from .serving import beyond_loopback, serve
 
     reachable = beyond_loopback(settings.bind)
     if reachable and not settings.secret:
@@ -83,8 +85,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _extract(args: argparse.Namespace) -> int:
     """Answer as POST /extract would, for one local file, without a server."""
+    from extractor.pipeline.extraction import ExtractOptions, Extractor
+
     from .pipeline import ReplyRequest, extract_reply, workspace
-    from .service import ExtractOptions, Extractor
 
     settings = _settings_from(args)
     path = Path(args.file)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
-from .formats import DEFAULT_CHOICES
+from extractor.replies.formats import DEFAULT_CHOICES
 
 ENV_PREFIX = "EXTRACTOR_"
 ENGINES = ("faster-whisper", "openai-whisper")
