@@ -13,6 +13,7 @@ from typing import Any
 from extractor.config import Settings
 from extractor.errors import Unauthorized
 from extractor.media.workdirs import sweep
+from extractor.realtime.worker import RealtimeWorkerMixin
 from extractor.server.buffering_worker import BufferingThreadWorker
 from extractor.server.intake import Head, IntakeLimits, Refusal
 from extractor.web import openai_api
@@ -24,9 +25,10 @@ BUSY_ACCEPT_DELAY = 0.005  # seconds per pending extraction
 MAX_ACCEPT_DELAY = 0.025  # seconds
 
 
-class EngineAwareThreadWorker(BufferingThreadWorker):
+class EngineAwareThreadWorker(RealtimeWorkerMixin, BufferingThreadWorker):
     """A gthread worker that receives requests whole before a thread serves them (see
-    extractor.server.buffering_worker) and lets an idle sibling take new connections first.
+    extractor.server.buffering_worker), serves live transcription's WebSockets in its main loop
+    (extractor.realtime.worker) and lets an idle sibling take new connections first.
 
     Every worker's main loop waits on the same listening socket and the kernel wakes them all,
     so which one accepts is a coin toss: two requests can queue behind one engine while another
