@@ -160,7 +160,9 @@ def stream(url: str, recording: Recording, start_at: float) -> StreamResult:
     return score(recording, received, t0)
 
 
-def score(recording: Recording, received: list[tuple[float, dict[str, Any]]], t0: float) -> StreamResult:
+def score(
+    recording: Recording, received: list[tuple[float, dict[str, Any]]], t0: float
+) -> StreamResult:
     """Match streamed words to the reference words in order; time them."""
     streamed: list[tuple[str, float]] = []  # (word, arrival)
     ends: list[tuple[int, float]] = []  # (index of the turn's last streamed word, completion)
@@ -222,9 +224,13 @@ def post(url: str, filename: str, data: bytes, fields: dict[str, str]) -> str:
 def extract_png_seconds(url: str, png: bytes) -> float:
     boundary = uuid.uuid4().hex
     body = (
-        f'--{boundary}\r\nContent-Disposition: form-data; name="upload"; filename="test.png"\r\n'
-        "Content-Type: image/png\r\n\r\n"
-    ).encode() + png + f"\r\n--{boundary}--\r\n".encode()
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="upload"; filename="test.png"\r\n'
+            "Content-Type: image/png\r\n\r\n"
+        ).encode()
+        + png
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
     request = urllib.request.Request(
         url + "/extract",
         data=body,
