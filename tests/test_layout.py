@@ -27,7 +27,6 @@ PRIVATE_USES_PENDING = {"extractor/openai_api.py"}
 SPLITS_PENDING = {
     "extractor/service.py",
     "extractor/media.py",
-    "extractor/labeling/outbound.py",
 }
 
 
