@@ -15,8 +15,8 @@ from extractor.cli import build_parser, main
 from extractor.config import DEFAULT_FORMATS, LabelingSettings, Settings, SettingsError
 from extractor.config.docs import TABLES, declared_here, fill_readme, settings_table
 from extractor.config.fields import SettingsBase, setting, settings_from_flags
-from extractor.formats import DEFAULT_CHOICES
 from extractor.labeling.outbound import OutboundSettings
+from extractor.replies.formats import DEFAULT_CHOICES
 
 README = Path(__file__).parent.parent / "README.md"
 
@@ -170,3 +170,12 @@ def test_the_settings_command_rewrites_stale_tables(tmp_path: Path) -> None:
     assert "stale" not in text and "`EXTRACTOR_LABELING_MAX_QUERY_DEPTH` | `8` | levels |" in text
     assert "`EXTRACTOR_LABELING_DATA_DIR`" not in text  # that one is in the "labeling" table
     assert fill_readme(text) == text
+
+
+@pytest.mark.parametrize("command", ["serve", "extract"])
+def test_help_lists_the_setting_flags(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+    assert exited.value.code == 0
+    shown = capsys.readouterr().out
+    assert "--max-upload-bytes" in shown and "~20%" in shown  # a % in a description

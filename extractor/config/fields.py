@@ -142,9 +142,18 @@ class SettingsBase:
 
     @classmethod
     def declared(cls) -> tuple[Setting, ...]:
-        """Every setting of the class, in declaration order."""
+        """Every setting of the class: those of its own body first, then its bases' (a
+        service's settings may be declared over a few classes, one per concern)."""
         if cls not in _DECLARED:
-            _DECLARED[cls] = tuple(_declare(cls, f) for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+            # (mypy cannot know that every subclass is a dataclass)
+            specs = {spec.name: spec for spec in dataclasses.fields(cls)}  # type: ignore[arg-type]
+            names = dict.fromkeys(
+                name
+                for klass in cls.__mro__
+                for name in vars(klass).get("__annotations__", {})
+                if name in specs
+            )
+            _DECLARED[cls] = tuple(_declare(cls, specs[name]) for name in names)
         return _DECLARED[cls]
 
     @classmethod
@@ -173,7 +182,7 @@ class SettingsBase:
         return cls(**values)
 
 
-def _declare(cls: type, spec: dataclasses.Field[Any]) -> Setting:
+def _declare(cls: type[SettingsBase], spec: dataclasses.Field[Any]) -> Setting:
     rule = spec.metadata.get(_METADATA_KEY)
     if not isinstance(rule, Rule):
         raise TypeError(f"{cls.__name__}.{spec.name} is not declared with setting()")
@@ -181,7 +190,7 @@ def _declare(cls: type, spec: dataclasses.Field[Any]) -> Setting:
     args = [a for a in get_args(hint) if a is not type(None)]
     return Setting(
         name=spec.name,
-        variable=cls.env_prefix + spec.name.upper(),  # type: ignore[attr-defined]
+        variable=cls.variable(spec.name),
         kind=(args[0] if args else hint).__name__,
         optional=type(None) in get_args(hint),
         default=spec.default,
@@ -203,16 +212,18 @@ def add_setting_flags(
         if declared.name in skip:
             continue
         rule = declared.rule
-        default = "" if declared.default is None else f" [default: {declared.default}"
-        default += f" {rule.unit}]" if default and rule.unit else ("]" if default else "")
+        unit = f" {rule.unit}" if rule.unit else ""
+        shown = "" if declared.default is None else f" [default: {declared.default}{unit}]"
+        # argparse %-formats help texts: a description's "20%" would crash --help.
+        text = (rule.help + shown).replace("%", "%%")
         if declared.kind == "bool":
             group.add_argument(declared.flag, dest=declared.name, default=None,
                                action=argparse.BooleanOptionalAction,
-                               help=rule.help + default)  # fmt: skip
+                               help=text)  # fmt: skip
         else:
             group.add_argument(declared.flag, dest=declared.name, default=None,
                                metavar=declared.kind.upper(), choices=rule.choices,
-                               help=rule.help + default)  # fmt: skip
+                               help=text)  # fmt: skip
 
 
 def settings_from_flags(

@@ -20,6 +20,7 @@ being the decoder's prompt.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -95,6 +96,11 @@ class Session:
         self.input = AudioInput(*self.config.format)
         self.detector = TurnDetector(self.config.turn_detection or ServerVad())
         self.messages: deque[str | bytes] = deque()  # client messages not yet handled
+        self.backlog_bytes = 0  # their size: the connection stops reading past a limit
+        self._backlog_lock = threading.Lock()
+        self.on_step: Callable[[Session], None] = lambda _session: None  # after each step
+        self.broken = False  # a step raised: the connection ends the session
+        self.cpu_seconds = 0.0  # spent in steps, for the metrics and the bench
         self.samples: deque[np.ndarray] = deque()  # converted audio not yet through the VAD
         self.audio = np.zeros(0, np.float32)  # samples from ``self.base`` on
         self.base = 0  # absolute index of ``self.audio[0]``
@@ -109,6 +115,9 @@ class Session:
 
     # -- the scheduler's interface ------------------------------------------------------------
     def receive(self, message: str | bytes) -> None:
+        """Queue a client message (any thread)."""
+        with self._backlog_lock:
+            self.backlog_bytes += len(message)
         self.messages.append(message)
 
     @property
@@ -125,7 +134,10 @@ class Session:
         elif self.samples:
             self._feed(self.samples.popleft())
         elif self.messages:
-            self._handle(self.messages.popleft())
+            message = self.messages.popleft()
+            with self._backlog_lock:
+                self.backlog_bytes -= len(message)
+            self._handle(message)
         elif self._partial_due():
             self._partial()
         else:
