@@ -7,7 +7,7 @@
 - At most 12 modules directly in ``extractor/``: the others live in the subpackage of their
   layer (ARCHITECTURE.md).
 
-Only the source is read (nothing is imported), so this runs in well under a second.
+Only the source is read (nothing is imported), so this needs no engine, model or database.
 """
 
 from __future__ import annotations
