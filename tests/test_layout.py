@@ -28,7 +28,6 @@ SPLITS_PENDING = {
     "extractor/service.py",
     "extractor/media.py",
     "extractor/labeling/outbound.py",
-    "extractor/labeling/service.py",
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from extractor.labeling.config import LabelingSettings
+from extractor.config import LabelingSettings
 from extractor.labeling.state import EXTENSION, LabelingState, build_state, queue_policy
 from extractor.labeling.views import metrics_views, views
 
@@ -21,7 +21,7 @@ def create_labeling_app(
     ``serve`` builds one app per gunicorn worker (after the fork) with ``start_workers=True``;
     tests start and stop them through ``app.extensions["labeling"]``.
     """
-    settings = settings or LabelingSettings.from_env()
+    settings = settings or LabelingSettings.load()
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes
     # Each non-file field of a multipart request: `operations` and `map` are JSON texts.

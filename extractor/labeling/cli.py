@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from extractor.labeling.config import LabelingSettings, SettingsError
+from extractor.config import LabelingSettings, SettingsError
 from extractor.labeling.errors import LabelingError
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(new_key())
             return 0
-        settings = LabelingSettings.from_env()
+        settings = LabelingSettings.load()
         if args.command == "migrate" or (settings.auto_migrate and args.command != "migrate"):
             from extractor.labeling.db import migrate
 

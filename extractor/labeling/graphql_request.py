@@ -12,7 +12,7 @@ from flask import request
 from graphql import DocumentNode, OperationDefinitionNode
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from extractor.labeling.config import LabelingSettings, setting_variable
+from extractor.config import LabelingSettings
 from extractor.labeling.query_limits import parse_bounded
 
 
@@ -58,7 +58,7 @@ def load_json(raw: str | bytes, what: str, settings: LabelingSettings) -> Any:
     if json_depth(value) > settings.max_json_depth:
         raise BadGraphQLRequest(
             f"{what} nests arrays and objects more than {settings.max_json_depth} deep "
-            f"({setting_variable('max_json_depth')})"
+            f"({LabelingSettings.variable('max_json_depth')})"
         )
     return value
 
@@ -84,7 +84,7 @@ def read_operations(settings: LabelingSettings) -> Any:
     if len(body) > settings.max_request_json_bytes:
         raise RequestEntityTooLarge(
             f"A JSON request body may have at most {settings.max_request_json_bytes} bytes "
-            f"({setting_variable('max_request_json_bytes')})"
+            f"({LabelingSettings.variable('max_request_json_bytes')})"
         )
     try:
         return load_json(body, "The body", settings)

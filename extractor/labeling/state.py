@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 from flask import current_app
 
+from extractor.config import LabelingSettings
 from extractor.jobs import JobHandler, JobQueue, QueuePolicy, WorkerPool
 from extractor.labeling.auth import token_lifetime
 from extractor.labeling.autolabel import AutoLabelJob
 from extractor.labeling.clients import ExtractorClient
-from extractor.labeling.config import LabelingSettings
 from extractor.labeling.credentials import load_secret_box, seal_stored_secrets
 from extractor.labeling.db import Database
 from extractor.labeling.introspection import IntrospectionAnswers

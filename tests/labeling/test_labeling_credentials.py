@@ -28,8 +28,8 @@ from labeling_support import (
 )
 from sqlalchemy import create_engine, text
 
+from extractor.config import SettingsError
 from extractor.labeling.auth import add_user, authenticate
-from extractor.labeling.config import SettingsError
 from extractor.labeling.credentials import (
     KEY_FILE_NAME,
     SecretBox,
