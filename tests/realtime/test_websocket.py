@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +18,8 @@ from realtime_support import FIRST, SECOND, appends, pcm, silence, transcript_wo
 from support import start_server, stop_server
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
+
+from extractor.samples import speech_wav
 
 SECRET = "live-secret"
 
@@ -225,3 +230,26 @@ def test_an_idle_session_is_closed(server: str) -> None:
             ws.recv(timeout=10)
         assert ws.close_code == 1001
         assert 2.5 < time.monotonic() - started < 15
+
+
+def test_extractor_listen_prints_the_words(server: str, tmp_path: Path) -> None:
+    """`extractor listen FILE` and `extractor listen -` (raw PCM16 at 16 kHz) print each
+    turn's words on a line; a wrong secret is an error naming the refusal."""
+    wav = tmp_path / "speech.wav"
+    wav.write_bytes(speech_wav(FIRST))
+    command = [sys.executable, "-m", "extractor.cli", "listen", "--url", server]
+    shown = subprocess.run(
+        [*command, str(wav), "--secret", SECRET, "--fast"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert {"quick", "over"} <= set(transcript_words(shown.stdout))
+    raw16 = silence(0.3, 16_000) + pcm(SECOND, 16_000) + silence(1, 16_000)
+    piped = subprocess.run(
+        [*command, "-", "--rate", "16000", "--secret", SECRET],
+        input=raw16, capture_output=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert {"bring", "store"} <= set(transcript_words(piped.stdout.decode()))
+    refused = subprocess.run(
+        [*command, str(wav), "--secret", "wrong"], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode != 0 and "refused with 401" in refused.stderr
