@@ -2,7 +2,7 @@
 
 Every field is declared with :func:`~extractor.config.fields.setting`; from it come its
 environment variable ``EXTRACTOR_<NAME>``, the flag ``--<name>`` of ``extractor serve`` and
-``extractor extract``, its checks and its row of the README's table (``make settings-table``).
+``extractor extract``, its checks and its row of the README's tables (``make settings-table``).
 """
 
 from __future__ import annotations
