@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from realtime_support import FIRST, SECOND, appends, pcm, silence, transcript_words
 from support import start_server, stop_server
@@ -218,6 +219,8 @@ def test_one_stream_beyond_the_limit_is_told_and_closed_1013(server: str) -> Non
             with pytest.raises(ConnectionClosed):
                 three.recv(timeout=10)
             assert three.close_code == 1013
+        metrics = httpx.get(server + "/metrics", timeout=10).text
+        assert 'extractor_realtime_refused_total{code="session_limit_reached"}' in metrics
         # The two admitted streams still work.
         for ws in (one, two):
             for message in appends(silence(0.3) + pcm("Hello there.") + silence(0.2)):
@@ -261,3 +264,20 @@ def test_extractor_listen_prints_the_words(server: str, tmp_path: Path) -> None:
         [*command, str(wav), "--secret", "wrong"], capture_output=True, text=True, timeout=60
     )
     assert refused.returncode != 0 and "refused with 401" in refused.stderr
+
+
+def test_live_metrics(server: str) -> None:
+    """Open streams, audio seconds and both latencies are on /metrics."""
+    with raw(server) as ws:
+        events_until(ws, "session.created")
+        for message in appends(silence(0.3) + pcm(FIRST) + silence(0.8)):
+            ws.send(message)
+        events_until(ws, "conversation.item.done")
+        text = httpx.get(server + "/metrics", timeout=10).text
+        assert "extractor_realtime_streams 1.0" in text
+    for name in (
+        "extractor_realtime_audio_seconds_total",
+        "extractor_realtime_word_latency_seconds_bucket",
+        "extractor_realtime_completed_latency_seconds_count",
+    ):
+        assert name in text, name
