@@ -33,6 +33,9 @@ class FasterWhisperEngine:
     """Whisper on CTranslate2; segments are produced lazily, so a cancel stops between them."""
 
     name = "faster-whisper"
+    # Its VAD cuts the silence out and joins the speech before decoding, so the server may do
+    # that across its windows and hand it the joined speech (``speech_windows``).
+    joins_speech = True
 
     def __init__(self, model: str | None, *, compute_type: str = "int8", threads: int = 1) -> None:
         self.model_name = model or str(bundled_model_dir())
