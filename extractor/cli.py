@@ -10,11 +10,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from extractor.replies.formats import FORMATS
+
 from .asr.speaker_count import COUNT_FIELDS, parse_speaker_count
 from .config import SPEAKER_MODES, Settings, SettingsError
 from .config.fields import add_setting_flags, settings_from_flags
 from .errors import ExtractorError
-from .formats import FORMATS
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -32,10 +33,11 @@ def _serve(args: argparse.Namespace) -> int:
     from .metrics_dir import prepare_multiprocess_dir, remove_multiprocess_dir
 
     metrics_dir = prepare_multiprocess_dir(settings.tmp_dir) if settings.metrics else None
-    from .app import create_app
-    from .gunicorn_conf import gunicorn_options, intake_limits
+    from extractor.server.application import beyond_loopback, serve
+    from extractor.server.gunicorn_conf import gunicorn_options, intake_limits
+    from extractor.web.app import create_app
+
     from .logs import configure_logging
-    from .serving import beyond_loopback, serve
 
     reachable = beyond_loopback(settings.bind)
     if reachable and not settings.secret:
@@ -55,8 +57,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _extract(args: argparse.Namespace) -> int:
     """Answer as POST /extract would, for one local file, without a server."""
+    from extractor.pipeline.extraction import ExtractOptions, Extractor
+
     from .pipeline import ReplyRequest, extract_reply, workspace
-    from .service import ExtractOptions, Extractor
 
     settings = settings_from_flags(Settings, args)
     path = Path(args.file)

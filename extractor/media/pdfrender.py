@@ -1,10 +1,10 @@
 """Render one PDF's pages into PGM files, in a short-lived process of its own.
 
-``media.PdfPages`` starts this module once per document (``python -m extractor.pdfrender``)
+``media.PdfPages`` starts this module once per document (``python -m extractor.media.pdfrender``)
 so that PDFium's memory (the decoded scans, the page bitmap) lives and dies in this process,
 not in the worker, and a page that hangs or crashes PDFium takes only this process with it.
 
-    python -m extractor.pdfrender PDF DPI MAX_PAGES MAX_PIXELS OUTDIR MEMORY_MB
+    python -m extractor.media.pdfrender PDF DPI MAX_PAGES MAX_PIXELS OUTDIR MEMORY_MB
 
 One JSON object per line on stdout. The first answers the opening: ``{"pages": N}`` or an
 error. Then each request line ``{"render": i}`` on stdin is answered with
@@ -28,7 +28,7 @@ import os
 import sys
 from typing import Any, BinaryIO
 
-USAGE = "usage: python -m extractor.pdfrender PDF DPI MAX_PAGES MAX_PIXELS OUTDIR MEMORY_MB"
+USAGE = "usage: python -m extractor.media.pdfrender PDF DPI MAX_PAGES MAX_PIXELS OUTDIR MEMORY_MB"
 WRITE_BUFFER = 1 << 20  # bytes: rows of a bitmap with padded stride are written through this
 
 

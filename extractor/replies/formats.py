@@ -16,7 +16,7 @@ from html import escape
 from itertools import groupby
 from typing import Any
 
-from .importable import (
+from extractor.replies.importable import (
     BoundingBox,
     Document,
     DocumentKind,

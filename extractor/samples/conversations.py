@@ -14,7 +14,7 @@ from itertools import permutations
 
 import numpy as np
 
-from .samples import decode_wav, encode_audio, speech_wav
+from extractor.samples import decode_wav, encode_audio, speech_wav
 
 VOICES = ("en+m3", "en+f3", "en+m7")  # two men and a woman, as espeak-ng varies its one voice
 WORDS_PER_SECOND = 2.5  # espeak-ng at its default 150 words per minute

@@ -9,9 +9,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import InvalidParameter, NotAcceptable
-from .formats import FORMATS, ReplyFormat, formats_for
-from .importable import DocumentKind
+from extractor.errors import InvalidParameter, NotAcceptable
+from extractor.replies.formats import FORMATS, ReplyFormat, formats_for
+from extractor.replies.importable import DocumentKind
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from .schemas import SCHEMAS_DIR
+from extractor.replies.schemas import SCHEMAS_DIR
 
 OPENAPI_FILE = SCHEMAS_DIR / "extractor.openapi.yaml"
 

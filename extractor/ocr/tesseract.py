@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import pytesseract
 
-from .errors import EngineTimeout, EngineUnavailable, InvalidParameter, UnsupportedMedia
-from .importable import BoundingBox, Line, Word
-from .media import PageImage
-from .tesslib import LibraryUnavailable, WarmPool, shared_pool
+from extractor.errors import EngineTimeout, EngineUnavailable, InvalidParameter, UnsupportedMedia
+from extractor.media.images import PageImage
+from extractor.ocr.tesslib import LibraryUnavailable, WarmPool, shared_pool
+from extractor.replies.importable import BoundingBox, Line, Word
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-from .samples import DrawnWord, TextPage, font
+from extractor.samples import DrawnWord, TextPage, font
 
 APACHE_DEFINITIONS = (
     '"Legal Entity" shall mean the union of the acting entity and all other entities that'

@@ -8,7 +8,7 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
-from .intake import IntakeLimits
+from extractor.server.intake import IntakeLimits
 
 
 class FactoryApplication(BaseApplication):
@@ -26,7 +26,7 @@ class FactoryApplication(BaseApplication):
     ) -> None:
         self._factory = factory
         self._options = dict(options)
-        # Read by extractor.buffering_worker.BufferingThreadWorker in each worker.
+        # Read by extractor.server.buffering_worker.BufferingThreadWorker in each worker.
         self.intake_limits = intake_limits
         super().__init__()
 

@@ -16,15 +16,21 @@ from pathlib import Path
 from flask import Blueprint, Response, current_app, g, jsonify, request, send_from_directory
 from werkzeug.exceptions import HTTPException
 
-from .asr.speaker_count import parse_speaker_count
-from .config import SPEAKER_MODES, Settings
-from .errors import ExtractorError, InvalidParameter, MissingUpload, Unauthorized
-from .openapi import load_openapi
-from .pipeline import ReplyRequest, extract_reply, parse_ocr_languages, parse_switch, workspace
-from .service import ExtractOptions, Extractor, Timings
+from extractor.asr.speaker_count import parse_speaker_count
+from extractor.config import SPEAKER_MODES, Settings
+from extractor.errors import ExtractorError, InvalidParameter, MissingUpload, Unauthorized
+from extractor.pipeline import (
+    ReplyRequest,
+    extract_reply,
+    parse_ocr_languages,
+    parse_switch,
+    workspace,
+)
+from extractor.pipeline.extraction import ExtractOptions, Extractor, Timings
+from extractor.web.openapi import load_openapi
 
 log = logging.getLogger("extractor.request")
-STATIC_DIR = Path(__file__).resolve().parent / "static"
+STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 
 views = Blueprint("extractor", __name__)
 

@@ -10,14 +10,14 @@ from contextlib import suppress
 from functools import partial
 from typing import Any
 
-from . import openai_api
-from .app import MULTIPART_SLACK
-from .buffering_worker import BufferingThreadWorker
-from .config import Settings
-from .errors import Unauthorized
-from .intake import Head, IntakeLimits, Refusal
-from .realtime.worker import RealtimeWorkerMixin
-from .workdirs import sweep
+from extractor.config import Settings
+from extractor.errors import Unauthorized
+from extractor.media.workdirs import sweep
+from extractor.realtime.worker import RealtimeWorkerMixin
+from extractor.server.buffering_worker import BufferingThreadWorker
+from extractor.server.intake import Head, IntakeLimits, Refusal
+from extractor.web import openai_api
+from extractor.web.app import MULTIPART_SLACK
 
 # How long a worker waits before competing for a new connection, per extraction it already has,
 # and at most: the least loaded worker wins, and a health check waits no longer than the cap.
@@ -27,7 +27,7 @@ MAX_ACCEPT_DELAY = 0.025  # seconds
 
 class EngineAwareThreadWorker(RealtimeWorkerMixin, BufferingThreadWorker):
     """A gthread worker that receives requests whole before a thread serves them (see
-    extractor.buffering_worker), serves live transcription's WebSockets in its main loop
+    extractor.server.buffering_worker), serves live transcription's WebSockets in its main loop
     (extractor.realtime.worker) and lets an idle sibling take new connections first.
 
     Every worker's main loop waits on the same listening socket and the kernel wakes them all,
@@ -116,7 +116,7 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         # busy worker still looks alive; the engine gate bounds how many actually wait. The
         # subclass receives each request whole in the main loop before a thread sees it (slow
         # clients hold no thread) and steers new connections to idle workers.
-        "worker_class": "extractor.gunicorn_conf.EngineAwareThreadWorker",
+        "worker_class": "extractor.server.gunicorn_conf.EngineAwareThreadWorker",
         "threads": settings.threads,
         # No preload: neither torch nor CTranslate2 survives a fork, so each worker builds its
         # app and loads its models after forking (post_worker_init below).
@@ -164,7 +164,7 @@ def _load_engines(worker: Any) -> None:
 def _worker_exited(worker: Any, tmp_dir: str | None) -> None:
     """Sweep a dead worker's request files; drop its live gauges from the metrics (its
     counters stay in the sums)."""
-    from .metrics import worker_exited
+    from extractor.metrics import worker_exited
 
     sweep(tmp_dir)
     worker_exited(worker.pid)

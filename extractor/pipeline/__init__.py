@@ -15,15 +15,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from .config import Settings
-from .errors import EmptyUpload, InvalidParameter, PayloadTooLarge
-from .formats import ReplyFormat
-from .importable import Document
-from .media import MediaKind, Sniffed, sniff
-from .negotiate import choose_format
-from .schemas import importable_validator
-from .service import ExtractOptions, Extractor, Timings
-from .workdirs import request_workdir
+from extractor.config import Settings
+from extractor.errors import EmptyUpload, InvalidParameter, PayloadTooLarge
+from extractor.media.sniff import MediaKind, Sniffed, sniff
+from extractor.media.workdirs import request_workdir
+from extractor.pipeline.extraction import ExtractOptions, Extractor, Timings
+from extractor.pipeline.negotiate import choose_format
+from extractor.replies.formats import ReplyFormat
+from extractor.replies.importable import Document
+from extractor.replies.schemas import importable_validator
 
 SNIFF_BYTES = 2048  # enough for every signature media.sniff knows
 UPLOAD_NAME = "upload"  # the name of a reply whose upload named no file

@@ -8,8 +8,8 @@ from typing import Any
 from flask import Blueprint, Flask, Response, current_app, g, request
 from prometheus_client import generate_latest
 
-from . import metrics
-from .metrics_dir import TEXT_FORMAT
+from extractor import metrics
+from extractor.metrics_dir import TEXT_FORMAT
 
 blueprint = Blueprint("metrics", __name__)
 UNCOUNTED_ROUTES = frozenset({"/metrics", "/healthz", "/readyz"})
@@ -19,7 +19,7 @@ UNCOUNTED_ROUTES = frozenset({"/metrics", "/healthz", "/readyz"})
 def scrape() -> Response:
     settings = current_app.config["SETTINGS"]
     if settings.metrics_require_secret:
-        from .views import authorize
+        from extractor.web.views import authorize
 
         authorize(settings)
     return Response(generate_latest(metrics.registry()), content_type=TEXT_FORMAT)

@@ -1,6 +1,6 @@
 """A deadline on writing a reply, so a client that reads slowly cannot keep a thread forever.
 
-Requests arrive whole before a thread sees them (``extractor.buffering_worker``), but the reply
+Requests arrive whole before a thread sees them (``extractor.server.buffering_worker``), but the reply
 is still written by the thread, with blocking sends: a client that stops reading a reply larger
 than the sockets' buffers (a few MB on loopback) would hold that thread for good.
 :class:`DeadlineSocket` stands in for the socket while a thread serves a request and gives the

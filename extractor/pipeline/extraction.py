@@ -10,29 +10,29 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-import numpy as np
-
-from . import metrics
-from .asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
-from .asr.base import TimedWord
-from .asr.speaker_count import SpeakerCount
-from .asr.speakers import SpeakerDiarizer, label_segments
-from .config import Settings
-from .errors import EngineTimeout, InvalidParameter, ServiceBusy, SpeakerAudioTooLong
-from .heap import limit_heap_retention, trim_heap
-from .importable import Document, DocumentKind, Line, Page, Word
-from .media import SAMPLE_RATE, MediaKind, PageImage, PdfPages, Sniffed, image_pages
-from .ocr import OcrOptions, TesseractEngine
-from .orientation import Reading, read_upright
-from .spooled import SpooledAudio, decode_spooled
+from extractor import metrics
+from extractor.asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
+from extractor.asr.speaker_count import SpeakerCount
+from extractor.asr.speakers import SpeakerDiarizer, label_segments
+from extractor.config import Settings
+from extractor.errors import EngineTimeout, InvalidParameter, SpeakerAudioTooLong
+from extractor.heap import limit_heap_retention, trim_heap
+from extractor.media.audio import SAMPLE_RATE
+from extractor.media.images import PageImage, image_pages
+from extractor.media.pdf import PdfPages
+from extractor.media.sniff import MediaKind, Sniffed
+from extractor.media.spooled import decode_spooled
+from extractor.ocr.orientation import Reading, read_upright
+from extractor.ocr.tesseract import OcrOptions, TesseractEngine
+from extractor.pipeline.gate import EngineGate, PagesAhead
+from extractor.pipeline.transcript import Track, shift, transcript_lines
+from extractor.replies.importable import Document, DocumentKind, Line, Page
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -68,111 +68,6 @@ class Timings:
             yield
         finally:
             self.stages[name] = round(self.stages.get(name, 0.0) + time.perf_counter() - started, 4)
-
-
-class EngineGate:
-    """Runs extractions on a fixed number of engine threads with a bounded queue.
-
-    A request past the bound is refused at once with 503 and Retry-After instead of waiting
-    forever; a request that outlives its deadline gets a 504 while the engine thread finishes
-    (or, for faster-whisper, stops at the next segment) on its own.
-    """
-
-    def __init__(self, slots: int, queue_size: int) -> None:
-        self._executor = ThreadPoolExecutor(slots, thread_name_prefix="engine")
-        self._limit = slots + queue_size
-        self._pending = 0
-        self._lock = threading.Lock()
-
-    @property
-    def pending(self) -> int:
-        return self._pending
-
-    def run(self, job: Callable[[], T], deadline: float, cancel: threading.Event) -> T:
-        with self._lock:
-            if self._pending >= self._limit:
-                metrics.BUSY_REFUSALS.inc()
-                raise ServiceBusy(
-                    "every engine slot and queue place is taken; retry shortly",
-                    headers={"Retry-After": "5"},
-                )
-            self._pending += 1
-            metrics.QUEUE_DEPTH.inc()
-        future = self._executor.submit(_then_trim_heap, job)
-        future.add_done_callback(self._release)
-        try:
-            return future.result(timeout=max(deadline - time.monotonic(), 0))
-        except FutureTimeout:
-            cancel.set()
-            future.cancel()
-            raise EngineTimeout("the extraction took longer than the request timeout") from None
-
-    def _release(self, _future: Future[T]) -> None:
-        with self._lock:
-            self._pending -= 1
-            metrics.QUEUE_DEPTH.dec()
-
-    def shutdown(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
-
-
-def _then_trim_heap(job: Callable[[], T]) -> T:
-    """Run ``job``, then hand the heap's free pages back to the system.
-
-    An extraction's buffers (decoded audio, CTranslate2's working memory, page images) are
-    freed afterwards but glibc keeps the pages: measured ~30 MB of a worker's RSS per
-    transcription that ``malloc_trim`` returns in a millisecond or two.
-    """
-    try:
-        return job()
-    finally:
-        trim_heap()
-
-
-class PagesAhead:
-    """Pages produced in order on a thread of their own, at most ``ahead`` + 1 of them waiting
-    for a reader at once (rendered PDF pages on disk: 9 MB each at 300 dpi).
-
-    ``get(i)`` waits for page ``i``. A page that fails fails every later one with it, so no
-    reader waits for a page that will never come.
-    """
-
-    def __init__(self, count: int, produce: Callable[[int], PageImage], ahead: int) -> None:
-        self._produce = produce
-        self._pages: list[Future[PageImage]] = [Future() for _ in range(count)]
-        self._room = threading.Semaphore(ahead + 1)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="pages-ahead", daemon=True)
-
-    def __enter__(self) -> PagesAhead:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        self._room.release()  # in case it waits for room nobody will make
-        self._thread.join()
-
-    def get(self, index: int) -> PageImage:
-        page = self._pages[index].result()
-        self._room.release()
-        return page
-
-    def _run(self) -> None:
-        for index, page in enumerate(self._pages):
-            self._room.acquire()
-            if self._stop.is_set():
-                failure: BaseException = EngineTimeout("the document's reading stopped")
-            else:
-                try:
-                    page.set_result(self._produce(index))
-                    continue
-                except BaseException as exc:  # handed to the page's reader
-                    failure = exc
-            for left in self._pages[index:]:
-                if not left.done():
-                    left.set_exception(failure)
-            return
 
 
 class Extractor:
@@ -453,124 +348,3 @@ class Extractor:
 
     def close(self) -> None:
         self.gate.shutdown()
-
-
-@dataclass(frozen=True)
-class Track:
-    """One track of speech cut into windows; a long one kept on disk and read a window at a
-    time, so the engine's peak holds one window (1.9 MB) instead of the recording (38 MB for
-    10 minutes, 690 MB for the 3-hour limit)."""
-
-    windows: list[tuple[int, int]]  # sample ranges, see quiet_windows
-    samples: np.ndarray | None  # in memory: a recording of one window at most
-    path: Path | None  # float32 samples on disk otherwise
-
-    @classmethod
-    def of(cls, samples: np.ndarray, spill_to: Path) -> Track:
-        windows = quiet_windows(samples, CHUNK_SECONDS * SAMPLE_RATE)
-        if len(windows) == 1:
-            return cls(windows, samples, None)
-        try:
-            np.ascontiguousarray(samples, dtype=np.float32).tofile(spill_to)
-        except OSError as exc:  # a full temporary disk costs memory, not the request
-            spill_to.unlink(missing_ok=True)
-            log.warning("long audio kept in memory", extra={"error": str(exc)})
-            return cls(windows, samples, None)
-        return cls(windows, None, spill_to)
-
-    @classmethod
-    def spooled(cls, audio: SpooledAudio, row: int, longest: int) -> Track:
-        """Row ``row`` of decoded audio, in windows of at most ``longest`` samples; the cuts are
-        searched by reading the file where they may fall, never the whole of it."""
-        windows = quiet_cuts(partial(audio.read, row), audio.length, longest)
-        if audio.memory is not None:
-            return cls(windows, audio.memory[row], None)
-        return cls(windows, None, audio.files[row])
-
-    def read(self, start: int, end: int) -> np.ndarray:
-        if self.samples is not None:
-            return self.samples[start:end]
-        assert self.path is not None
-        return np.fromfile(self.path, np.float32, count=end - start, offset=start * 4)
-
-
-# Longest window of a Track made from samples in memory (``Track.of``; the server's windows are
-# EXTRACTOR_AUDIO_CHUNK_SECONDS long): one Whisper window, so the VAD, the features and the
-# encoder never hold more than 30 s at once (2-minute windows peaked ~30 MB higher on 60 s of
-# speech in-process, at the same CPU time).
-CHUNK_SECONDS = 30
-QUIET_SEARCH_SECONDS = 10  # how far back from a window's end to look for a quiet cut
-QUIET_FRAME = SAMPLE_RATE // 20  # 50 ms frames when looking for the quietest moment
-
-
-def quiet_windows(samples: np.ndarray, longest: int) -> list[tuple[int, int]]:
-    """Split ``samples`` into windows of at most ``longest`` samples, each cut at the quietest
-    50 ms of the last ``QUIET_SEARCH_SECONDS`` before its limit, so no word is cut in half."""
-    return quiet_cuts(lambda start, end: samples[start:end], len(samples), longest)
-
-
-def quiet_cuts(
-    read: Callable[[int, int], np.ndarray], total: int, longest: int
-) -> list[tuple[int, int]]:
-    """``quiet_windows`` over ``total`` samples that ``read(start, end)`` returns a part of."""
-    windows = []
-    start = 0
-    search = min(QUIET_SEARCH_SECONDS * SAMPLE_RATE, longest // 2)
-    while total - start > longest:
-        low = start + longest - search
-        frames = read(low, start + longest)
-        usable = len(frames) // QUIET_FRAME * QUIET_FRAME
-        energy = np.square(frames[:usable].reshape(-1, QUIET_FRAME)).mean(axis=1)
-        cut = low + int(np.argmin(energy)) * QUIET_FRAME + QUIET_FRAME // 2
-        windows.append((start, cut))
-        start = cut
-    windows.append((start, total))
-    return windows
-
-
-def shift(segment: TranscriptSegment, seconds: float) -> TranscriptSegment:
-    """``segment`` moved ``seconds`` later: a window's times made relative to the whole audio."""
-    return TranscriptSegment(
-        segment.start + seconds,
-        segment.end + seconds,
-        segment.text,
-        tuple(TimedWord(w.text, w.start + seconds, w.end + seconds) for w in segment.words),
-        segment.detail,
-    )
-
-
-def transcript_lines(
-    transcript: Transcript, duration_ms: int, speaker: str | None, options: TranscribeOptions
-) -> list[Line]:
-    """One line per segment, times clamped into the audio and never running backwards."""
-    lines = []
-    previous_start = 0
-    for segment in transcript.segments:
-        start = min(max(round(segment.start * 1000), previous_start), duration_ms)
-        end = min(max(round(segment.end * 1000), start), duration_ms)
-        if options.word_timestamps and segment.words:
-            words = tuple(
-                Word(token, start_ms=_clamp(w.start, start, end), end_ms=_clamp(w.end, start, end))
-                for w in segment.words
-                for token in w.text.split()
-            )
-        else:
-            words = tuple(Word(token) for token in segment.text.split())
-        if not words:
-            continue
-        lines.append(
-            Line(
-                words,
-                start_ms=start,
-                end_ms=end,
-                speaker=speaker,
-                word_timings=options.word_timestamps,
-                detail=segment.detail,
-            )
-        )
-        previous_start = start
-    return lines
-
-
-def _clamp(seconds: float, low: int, high: int) -> int:
-    return min(max(round(seconds * 1000), low), high)

@@ -37,10 +37,10 @@ import numpy as np
 import pytesseract
 from PIL import Image
 
-from .errors import EngineTimeout
-from .heap import trim_heap
-from .importable import BoundingBox, Line, Word
-from .media import PageImage
+from extractor.errors import EngineTimeout
+from extractor.heap import trim_heap
+from extractor.media.images import PageImage
+from extractor.replies.importable import BoundingBox, Line, Word
 
 # A first reading whose words' mean confidence is below this looks unreadable: ask OSD which
 # way is up. Upright prose pages measured 90-97 (96 clean, ~91 with noise, blur and JPEG),

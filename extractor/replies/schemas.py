@@ -26,7 +26,7 @@ def contracts_dir() -> Traversable:
     The checkout comes first so that a source tree on ``PYTHONPATH`` reads its own files, never
     those of whichever tree an editable install happens to point at.
     """
-    checkout = Path(__file__).resolve().parent.parent
+    checkout = Path(__file__).resolve().parent.parent.parent
     if (checkout / "pyproject.toml").is_file() and (checkout / "schemas").is_dir():
         return checkout / "schemas"
     return resources.files(CONTRACTS_PACKAGE)

@@ -8,7 +8,7 @@ every other client without an answer for 60 s (bench/slow_clients.md has the com
 the alternatives).
 
 :class:`BufferingThreadWorker` receives each request in the worker's main loop instead, with
-non-blocking reads multiplexed by the selector gthread already runs (``extractor.intake``):
+non-blocking reads multiplexed by the selector gthread already runs (``extractor.server.intake``):
 
 - a request is handed to a thread only once its head and whole body are in (the body spooled
   in memory up to 64 KiB, then in an unlinked temporary file that nothing can leave behind);
@@ -18,7 +18,7 @@ non-blocking reads multiplexed by the selector gthread already runs (``extractor
 - past ``max_pending`` requests being received at once, a new connection gets 503 with
   ``Retry-After`` rather than queueing behind them;
 - a reply must be read within ``send_timeout`` plus 1 s per ``min_body_rate`` bytes, or the
-  connection is closed and the thread freed (``extractor.reply_deadline``).
+  connection is closed and the thread freed (``extractor.server.reply_deadline``).
 
 Protocol switches (``Upgrade:`` without a body, as a WebSocket handshake is) are not buffered:
 :meth:`BufferingThreadWorker.hand_over_upgrade` is called as soon as their head is in. By default
@@ -46,8 +46,15 @@ from typing import Any
 from gunicorn.http.parser import RequestParser
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
-from .intake import IntakeLimits, Refusal, RequestIntake, SpooledSource, Stage, refusal_bytes
-from .reply_deadline import DeadlineSocket
+from extractor.server.intake import (
+    IntakeLimits,
+    Refusal,
+    RequestIntake,
+    SpooledSource,
+    Stage,
+    refusal_bytes,
+)
+from extractor.server.reply_deadline import DeadlineSocket
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +78,7 @@ class BufferingThreadWorker(ThreadWorker):
     """gthread whose threads get whole requests; see the module's docstring."""
 
     def init_process(self) -> None:
-        # The app object (extractor.serving.FactoryApplication) carries the limits; base
+        # The app object (extractor.server.application.FactoryApplication) carries the limits; base
         # init_process ends by running the main loop, so everything is set up before it.
         self.limits: IntakeLimits = getattr(self.app, "intake_limits", None) or IntakeLimits()
         self.intakes: dict[BufferedConn, None] = {}  # requests being received, oldest first
@@ -179,7 +186,7 @@ class BufferingThreadWorker(ThreadWorker):
     # -- requests out ---------------------------------------------------------------------
     def handle_request(self, req: Any, conn: Any) -> Any:
         """Serve a received request (in a thread), its reply written within the send deadline
-        (extractor.reply_deadline); a protocol switch handed over keeps the bare socket."""
+        (extractor.server.reply_deadline); a protocol switch handed over keeps the bare socket."""
         intake = getattr(conn, "intake", None)
         if intake is None or intake.stage is Stage.UPGRADE:
             return super().handle_request(req, conn)

@@ -3,7 +3,7 @@
 A request thread that reads a body from a slow client is a thread lost for as long as the
 client likes: four connections sending one byte every 5 s used to stall a server of four
 threads. :class:`RequestIntake` is the state of one request being received by the worker's
-main loop (``extractor.buffering_worker``) with non-blocking reads: it finds where the head
+main loop (``extractor.server.buffering_worker``) with non-blocking reads: it finds where the head
 ends, how the body is framed (``Content-Length`` or chunked) and where it ends, spools the raw
 bytes (in memory up to :data:`SPOOL_MEMORY_BYTES`, then in an unlinked temporary file) and
 keeps two deadlines, one for the head and one for the body. Only a request received whole is

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import EngineTimeout, UnsupportedMedia
+from extractor.errors import EngineTimeout, UnsupportedMedia
 
 log = logging.getLogger(__name__)
 

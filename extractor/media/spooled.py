@@ -5,7 +5,7 @@ Decoded 16 kHz float32 takes 3.8 MB per minute and channel: an hour held whole p
 415 MB (measured, ``bench/flat.py``), the 3-hour limit would be 690 MB more. Here the decoder
 fills one piece of ``EXTRACTOR_AUDIO_CHUNK_SECONDS`` (1.9 MB per channel for 30 s), appends it to
 a float32 file per channel in the request's directory, and reuses it; the transcription then
-reads its windows back from the file one at a time (``service.Track``).
+reads its windows back from the file one at a time (``pipeline.transcript.Track``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import BinaryIO
 
 import numpy as np
 
-from .errors import AudioTooLong, EngineUnavailable, UnsupportedMedia
-from .media import SAMPLE_RATE, av_errors, open_audio
+from extractor.errors import AudioTooLong, EngineUnavailable, UnsupportedMedia
+from extractor.media.audio import SAMPLE_RATE, av_errors, open_audio
 
 
 @dataclass(frozen=True)

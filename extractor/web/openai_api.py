@@ -23,16 +23,16 @@ from flask import Blueprint, Response, current_app, g, request
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import HTTPException
 
-from .asr.speaker_count import SpeakerCount, parse_speaker_count
-from .config import Settings
-from .errors import ExtractorError, InvalidParameter, Unauthorized, UnsupportedMedia
-from .importable import Document, to_srt, to_vtt
-from .media import MediaKind
-from .pipeline import check_upload, log_document, reply_name, workspace
-from .service import ExtractOptions, Extractor
-from .views import _extractor_error as log_and_render
-from .views import _http_error as render_http_error
-from .views import authorize
+from extractor.asr.speaker_count import SpeakerCount, parse_speaker_count
+from extractor.config import Settings
+from extractor.errors import ExtractorError, InvalidParameter, Unauthorized, UnsupportedMedia
+from extractor.media.sniff import MediaKind
+from extractor.pipeline import check_upload, log_document, reply_name, workspace
+from extractor.pipeline.extraction import ExtractOptions, Extractor
+from extractor.replies.importable import Document, to_srt, to_vtt
+from extractor.web.views import _extractor_error as log_and_render
+from extractor.web.views import _http_error as render_http_error
+from extractor.web.views import authorize
 
 PATH_PREFIX = "/v1"  # every route of the OpenAI-compatible API is under it
 blueprint = Blueprint("openai", __name__, url_prefix=PATH_PREFIX)

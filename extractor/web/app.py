@@ -7,12 +7,12 @@ from typing import Any
 
 from flask import Flask
 
-from . import metrics_view, openai_api
-from .config import Settings
-from .logs import configure_logging
-from .schemas import importable_validator
-from .service import Extractor
-from .views import views
+from extractor.config import Settings
+from extractor.logs import configure_logging
+from extractor.pipeline.extraction import Extractor
+from extractor.replies.schemas import importable_validator
+from extractor.web import metrics_view, openai_api
+from extractor.web.views import views
 
 MULTIPART_SLACK = 64 * 1024  # bytes of form framing allowed on top of the file itself
 
