@@ -91,8 +91,8 @@ def test_a_minute_in_30_s_windows_transcribes_as_bare_faster_whisper_does(tmp_pa
 
     from bench.inputs import varied_speech
     from extractor.asr.faster import FasterWhisperEngine
-    from extractor.media import decode_audio
-    from extractor.service import quiet_windows
+    from extractor.media.audio import decode_audio
+    from extractor.pipeline.transcript import quiet_windows
 
     os.environ.pop("OMP_THREAD_LIMIT", None)
     clip = tmp_path / "speech.wav"
