@@ -2,7 +2,7 @@
 
 Every field is declared with :func:`~extractor.config.fields.setting`; from it come its
 environment variable ``EXTRACTOR_<NAME>``, the flag ``--<name>`` of ``extractor serve`` and
-``extractor extract``, its checks and its row of the README's table (``make settings-table``).
+``extractor extract``, its checks and its row of the README's tables (``make settings-table``).
 """
 
 from __future__ import annotations
@@ -234,6 +234,15 @@ class Settings(EngineSettings):
         "beams",
         "Beam size of a live turn's decodes (1: greedy, the fastest).",
         at_least=1,
+    )
+    realtime_min_window_seconds: float = setting(
+        10.0,
+        "seconds",
+        "Shortest audio Whisper's encoder is given for a live decode (the turn, padded with"
+        " silence to this length); 30 is Whisper's full window, as faster-whisper always"
+        " pads, about 10x the encoder's cost (bench/realtime.md).",
+        above=0,
+        at_most=30,
     )
     realtime_threads: int = setting(
         1,

@@ -30,6 +30,7 @@ from extractor.media.sniff import MediaKind
 from extractor.pipeline import check_upload, log_document, reply_name, workspace
 from extractor.pipeline.extraction import ExtractOptions, Extractor
 from extractor.replies.importable import Document, to_srt, to_vtt
+from extractor.web.openai_stream import stream_reply
 from extractor.web.views import _extractor_error as log_and_render
 from extractor.web.views import _http_error as render_http_error
 from extractor.web.views import authorize
@@ -52,6 +53,7 @@ class TranscriptionRequest:
     prompt: str | None
     temperature: float | None
     speaker_count: SpeakerCount | None = None  # num/min/max_speakers: label the voices
+    stream: bool = False  # stream=true: Server-Sent Events (openai_stream)
 
 
 def _json(document: Document, _request: TranscriptionRequest) -> Response:
@@ -154,6 +156,7 @@ def parse(form: MultiDict[str, str]) -> TranscriptionRequest:
     if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
         raise InvalidField(f"prompt is longer than {MAX_PROMPT_CHARS} characters", "prompt")
     temperature = _temperature(form.get("temperature"))
+    stream = _stream(form.get("stream"), response_format)
     limit = current_app.config["SETTINGS"].speakers_max_count
     speaker_count = parse_speaker_count(form, limit)  # its errors name the field (param)
     return TranscriptionRequest(
@@ -164,7 +167,20 @@ def parse(form: MultiDict[str, str]) -> TranscriptionRequest:
         prompt=prompt,
         temperature=temperature,
         speaker_count=speaker_count,
+        stream=stream,
     )
+
+
+def _stream(raw: str | None, response_format: str) -> bool:
+    value = (raw or "false").strip().lower()
+    if value not in ("true", "false", "1", "0"):
+        raise InvalidField(f"stream must be true or false, not {raw!r}", "stream")
+    if value in ("true", "1") and response_format not in ("json", "text"):
+        raise InvalidField(
+            f"stream=true answers Server-Sent Events, not response_format={response_format}",
+            "stream",
+        )
+    return value in ("true", "1")
 
 
 def _temperature(raw: str | None) -> float | None:
@@ -222,6 +238,9 @@ def transcriptions() -> Response:
         document = extractor.extract(path, name, sniffed, workdir, options, g.timings)
     log_document(document, g.log_fields)
     with g.timings.stage("render"):
+        if call.stream:
+            segments = [line.content for line in document.lines]
+            return stream_reply(segments, (document.duration_ms or 0) / 1000)
         return RENDERINGS[call.response_format](document, call)
 
 
