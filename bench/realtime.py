@@ -38,7 +38,7 @@ from typing import Any
 
 import av
 import numpy as np
-from extractor.conversations import conversation
+from extractor.samples.conversations import conversation
 from websockets.sync.client import connect
 
 from bench import datasets
