@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Flask
 
-from . import metrics_view, openai_api
+from . import error_replies, metrics_view, openai_api
 from .config import Settings
 from .logs import configure_logging
 from .schemas import importable_validator
@@ -32,5 +32,6 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
     importable_validator()  # a broken contract file fails here, not on the first reply
     app.register_blueprint(views)
     app.register_blueprint(openai_api.blueprint)
+    error_replies.init_app(app)
     metrics_view.init_app(app)
     return app

@@ -10,10 +10,10 @@ from contextlib import suppress
 from functools import partial
 from typing import Any
 
-from . import openai_api
 from .app import MULTIPART_SLACK
 from .buffering_worker import BufferingThreadWorker
 from .config import Settings
+from .error_replies import error_document
 from .errors import Unauthorized
 from .intake import Head, IntakeLimits, Refusal
 from .workdirs import sweep
@@ -95,7 +95,7 @@ def _require_secret(secret: str, head: Head) -> Refusal | None:
     # The same error the app raises (views.authorize), rendered as the app renders it for
     # this path: OpenAI's shape under /v1 (code "invalid_api_key"), ours elsewhere.
     error = Unauthorized("a valid 'Authorization: Bearer <secret>' header is required")
-    document = openai_api.error_document(error) if openai_api.serves(head.path) else error.to_json()
+    document = error_document(error, head.path)
     return Refusal(
         error.status,
         error.code,

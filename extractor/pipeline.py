@@ -9,27 +9,24 @@ web and the command line. Nothing here knows HTTP: the caller saves the upload i
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from .config import Settings
-from .errors import EmptyUpload, InvalidParameter, PayloadTooLarge
+from .errors import EmptyUpload, PayloadTooLarge
 from .formats import ReplyFormat
 from .importable import Document
 from .media import MediaKind, Sniffed, sniff
 from .negotiate import choose_format
+from .request import ExtractionRequest
 from .schemas import importable_validator
-from .service import ExtractOptions, Extractor, Timings
+from .service import Extractor, Timings
 from .workdirs import request_workdir
 
 SNIFF_BYTES = 2048  # enough for every signature media.sniff knows
 UPLOAD_NAME = "upload"  # the name of a reply whose upload named no file
-# A Tesseract language is a traineddata file's stem: 'eng', 'chi_sim', 'deu_latf'.
-LANGUAGE_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_]{1,31}")
-LANGUAGE_SEPARATOR = re.compile(r"[+ ]")
 
 
 @contextmanager
@@ -37,15 +34,6 @@ def workspace(settings: Settings) -> Iterator[Path]:
     """A private directory for one extraction's files, removed with everything in it after."""
     with request_workdir(settings.tmp_dir) as workdir:
         yield workdir
-
-
-@dataclass(frozen=True)
-class ReplyRequest:
-    """What a client asked for besides the file: the reply format and the extraction options."""
-
-    accept: str | None = None  # the Accept header; None: no preference
-    format: str | None = None  # ?format= or --format; wins over ``accept``
-    options: ExtractOptions = field(default_factory=ExtractOptions)
 
 
 @dataclass(frozen=True)
@@ -62,13 +50,15 @@ def extract_reply(
     path: Path,
     name: str | None,
     workdir: Path,
-    request: ReplyRequest,
+    request: ExtractionRequest,
     *,
+    accept: str | None = None,
     timings: Timings | None = None,
     log_fields: MutableMapping[str, object] | None = None,
     json_indent: int | None = None,
 ) -> Reply:
-    """Answer for the file at ``path`` (inside ``workdir``) as ``request`` asks.
+    """Answer for the file at ``path`` (inside ``workdir``) as ``request`` asks (its format
+    wins over ``accept``, the Accept header's preferences).
 
     The checks run in the documented order: size (413), empty (400), kind (415), format (400
     or 406), then decoding and the engine. ``log_fields`` receives what the request log
@@ -79,11 +69,11 @@ def extract_reply(
     fields: MutableMapping[str, object] = {} if log_fields is None else log_fields
     sniffed = check_upload(path, settings, fields)
     reply_format = choose_format(
-        request.accept, request.format, settings.default_format,
+        accept, request.format, settings.default_format,
         audio=sniffed.kind is MediaKind.AUDIO,
     )  # fmt: skip
     fields["format"] = reply_format.name
-    document = extractor.extract(path, reply_name(name), sniffed, workdir, request.options, timings)
+    document = extractor.extract(path, reply_name(name), sniffed, workdir, request, timings)
     with timings.stage("render"):
         body = render(document, reply_format, validate=settings.validate_replies,
                       json_indent=json_indent)  # fmt: skip
@@ -136,44 +126,3 @@ def reply_name(filename: str | None) -> str:
     base = PureWindowsPath(PurePosixPath(filename).name).name  # Windows splits on / and \
     base = base.strip()
     return base if base not in ("", ".", "..") else UPLOAD_NAME
-
-
-SWITCH_VALUES = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
-
-
-def parse_switch(name: str, value: str | None) -> bool | None:
-    """An on/off request option (``?ocr_rotate=off``); None when not given (the setting's)."""
-    if value is None or value == "":
-        return None
-    try:
-        return SWITCH_VALUES[value.strip().lower()]
-    except KeyError:
-        raise InvalidParameter(f"{name} must be on or off, not {value[:40]!r}") from None
-
-
-def parse_ocr_languages(value: str | None, installed: frozenset[str], most: int) -> str | None:
-    """Check a client's ``deu+eng``: at most ``most`` well-formed codes, each installed.
-
-    A space separates codes too: an unencoded ``+`` in a query string arrives as one, and
-    ``?ocr_languages=deu+eng`` should mean what it says. Returns the '+'-joined codes without
-    duplicates, or None when ``value`` is empty.
-    """
-    if not value:
-        return None
-    codes = LANGUAGE_SEPARATOR.split(value)
-    if len(codes) > most:
-        raise InvalidParameter(f"ocr_languages names {len(codes)} languages; the limit is {most}")
-    codes = list(dict.fromkeys(codes))
-    malformed = [c for c in codes if not LANGUAGE_CODE.fullmatch(c)]
-    if malformed:
-        shown = ", ".join(repr(c[:40]) for c in malformed[:most])
-        raise InvalidParameter(
-            f"ocr_languages must be '+'-joined Tesseract codes such as 'deu+eng', not {shown}"
-        )
-    missing = [c for c in codes if c not in installed]
-    if missing:
-        raise InvalidParameter(
-            f"ocr_languages: not installed: {', '.join(missing)}"
-            f" (installed: {', '.join(sorted(installed))})"
-        )
-    return "+".join(codes)

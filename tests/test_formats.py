@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from flask.testing import FlaskClient
 from support import PAGE_ONE, PAGE_TWO, post_file
 
@@ -28,7 +27,7 @@ from extractor.cli import build_parser
 from extractor.config import Settings, SettingsError
 from extractor.formats import DEFAULT_CHOICES, FORMATS, TSV_COLUMNS, to_alto, to_hocr, to_tsv
 from extractor.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
-from extractor.openapi import OPENAPI_FILE
+from extractor.openapi import load_openapi
 
 LAYOUT_FORMATS = ["hocr", "alto", "tsv"]
 
@@ -37,8 +36,7 @@ LAYOUT_FORMATS = ["hocr", "alto", "tsv"]
 
 
 def _extract_operation() -> dict[str, Any]:
-    document = yaml.safe_load(OPENAPI_FILE.read_text(encoding="utf-8"))
-    operation: dict[str, Any] = document["paths"]["/extract"]["post"]
+    operation: dict[str, Any] = load_openapi()["paths"]["/extract"]["post"]
     return operation
 
 

@@ -19,7 +19,8 @@ from support import PAGE_ONE, post_file
 from extractor import samples
 from extractor.errors import InvalidParameter
 from extractor.openapi import load_openapi
-from extractor.pipeline import UPLOAD_NAME, parse_ocr_languages, reply_name
+from extractor.pipeline import UPLOAD_NAME, reply_name
+from extractor.request import parse_ocr_languages
 
 GERMAN = ["Grüße aus München über große Straßen", "Äpfel schmecken süß"]
 INSTALLED = frozenset({"eng", "deu", "fra", "osd"})
