@@ -9,39 +9,11 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from .config import Settings, SettingsError, parse_value, setting_fields
+from .config import Settings, SettingsError
+from .config.fields import add_setting_flags, settings_from_flags
 from .errors import ExtractorError
 from .request import OPTIONS
-
-
-def _add_setting_flags(parser: argparse.ArgumentParser, skip: Sequence[str] = ()) -> None:
-    """One flag per setting, named after its EXTRACTOR_* variable; unset flags leave env alone."""
-    group = parser.add_argument_group("server settings (each also EXTRACTOR_<NAME>)")
-    for f, kind in setting_fields():
-        if f.name in skip:
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        help_text = f.metadata["help"] + (
-            f" [default: {f.default}]" if f.default is not None else ""
-        )
-        if kind == "bool":
-            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
-                               default=None, help=help_text)  # fmt: skip
-        else:
-            group.add_argument(flag, dest=f.name, default=None, metavar=kind.upper(),
-                               choices=f.metadata.get("choices"), help=help_text)  # fmt: skip
-
-
-def _settings_from(args: argparse.Namespace) -> Settings:
-    overrides: dict[str, Any] = {}
-    for f, kind in setting_fields():
-        value = getattr(args, f.name, None)
-        if value is None:
-            continue
-        overrides[f.name] = value if isinstance(value, bool) else parse_value(f.name, kind, value)
-    return Settings.load(overrides=overrides)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -49,7 +21,7 @@ def _serve(args: argparse.Namespace) -> int:
     # worker (measured: 1.12 cores per transcription instead of 1.00, for no speed-up). It
     # reads this when numpy is first imported, which the next line does.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    settings = _settings_from(args)
+    settings = settings_from_flags(Settings, args)
     if settings.malloc_huge_pages:
         from .heap import reexec_with_huge_pages
 
@@ -86,7 +58,7 @@ def _extract(args: argparse.Namespace) -> int:
     from .request import Limits, read_request
     from .service import Extractor
 
-    settings = _settings_from(args)
+    settings = settings_from_flags(Settings, args)
     path = Path(args.file)
     if not path.is_file():
         print(f"extractor: no such file: {path}", file=sys.stderr)
@@ -117,11 +89,11 @@ def _add_option_flags(parser: argparse.ArgumentParser) -> None:
     for opt in OPTIONS:
         if opt.kind.switch:
             group.add_argument(opt.flag, dest=opt.name, action=argparse.BooleanOptionalAction,
-                               default=None, help=opt.doc)  # fmt: skip
+                               default=None, help=opt.doc.replace("%", "%%"))  # fmt: skip
         else:
             group.add_argument(opt.flag, dest=opt.name, default=None, choices=opt.kind.choices,
                                metavar=None if opt.kind.choices else opt.name.upper(),
-                               help=opt.doc)  # fmt: skip
+                               help=opt.doc.replace("%", "%%"))  # fmt: skip
 
 
 def _option_fields(args: argparse.Namespace) -> dict[str, str | None]:
@@ -141,10 +113,14 @@ def _check(args: argparse.Namespace) -> int:
     )
 
 
-def _settings_doc(_args: argparse.Namespace) -> int:
-    from .config import settings_table
+def _settings_doc(args: argparse.Namespace) -> int:
+    """Print the settings tables, or regenerate them in place inside a README's markers."""
+    from .config.docs import TABLES, named_table, write_readme
 
-    print(settings_table())
+    if args.readme is None:
+        print("\n".join(f"{name}:\n\n{named_table(name)}" for name in TABLES), end="")
+    elif write_readme(Path(args.readme)):
+        print(f"{args.readme}: settings tables regenerated", file=sys.stderr)
     return 0
 
 
@@ -153,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="serve POST /extract under gunicorn")
-    _add_setting_flags(serve)
+    add_setting_flags(serve, Settings)
     serve.set_defaults(run=_serve)
 
     extract = sub.add_parser("extract", help="print what POST /extract would answer for FILE")
@@ -162,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Server settings apart from the options; a setting an option of the same name overrides
     # per request (ocr_languages, ocr_rotate) stays an EXTRACTOR_* variable here.
     serving_only = ("bind", "workers", "threads", "secret")
-    _add_setting_flags(extract, skip=(*serving_only, *(opt.name for opt in OPTIONS)))
+    add_setting_flags(extract, Settings, skip=(*serving_only, *(opt.name for opt in OPTIONS)))
     extract.set_defaults(run=_extract)
 
     check = sub.add_parser("check", help="check that the extractor at URL meets the contract")
@@ -174,7 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds to wait for each reply [default: 120]")  # fmt: skip
     check.set_defaults(run=_check)
 
-    settings = sub.add_parser("settings", help="print the Markdown table of every setting")
+    settings = sub.add_parser("settings", help="print the Markdown tables of every setting")
+    settings.add_argument("--readme", default=None, metavar="PATH",
+                          help="regenerate the tables between the settings-table markers of"
+                               " this file instead")  # fmt: skip
     settings.set_defaults(run=_settings_doc)
 
     sub.add_parser("labeling", help="the labeling service: serve, worker, add-user, migrate",

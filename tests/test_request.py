@@ -157,7 +157,7 @@ def test_every_option_is_a_cli_flag_apart_from_the_settings() -> None:
     groups = {g.title: {a.dest for a in g._group_actions} for g in extract._action_groups}
     options = groups["extraction options (as POST /extract's query parameters)"]
     assert options == {option.name for option in OPTIONS}
-    settings = groups["server settings (each also EXTRACTOR_<NAME>)"]
+    settings = groups["settings (each also EXTRACTOR_<NAME>)"]
     assert not options & settings
     assert {"max_pages", "asr_language"} <= settings
 

@@ -10,14 +10,13 @@ allowance from the one before. Time, reply size and retries are bounded, and eve
 failure becomes an ``OutboundError`` whose message never carries a secret (but may name internal
 addresses: it is for the operator's log, and ``clients`` decides what a user sees).
 
-The policy lives in ``outbound_policy``, the errors in ``outbound_errors``; this module holds the
-transport and the client.
+The policy (``extractor.net.ssrf``), the guarded transport (``extractor.net.guarded``) and the
+errors (``extractor.net.errors``) are shared with the extraction jobs' webhooks; this module holds
+the labeling service's client.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextvars
 import email.utils
 import hashlib
 import hmac
@@ -25,11 +24,10 @@ import json
 import logging
 import math
 import random
-import socket
 import ssl
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -37,7 +35,8 @@ from typing import Any
 import httpcore
 import httpx
 
-from extractor.labeling.outbound_errors import (
+from extractor.config.labeling import LabelingSettings
+from extractor.net.errors import (
     OutboundConnectError,
     OutboundError,
     OutboundHTTPStatus,
@@ -45,16 +44,21 @@ from extractor.labeling.outbound_errors import (
     OutboundReplyTooLarge,
     OutboundTimeout,
 )
-from extractor.labeling.outbound_policy import (
-    ALLOW_ENV_VAR,
-    AllowEntry,
-    OutboundPolicy,
-    _normalise_host,
-    _parse_ip,
-    default_refusal_reason,
+from extractor.net.guarded import (
+    GuardedBackend,
+    GuardedTransport,
+    Resolver,
+    call_deadline,
+    request_scheme,
+    system_resolver,
 )
+from extractor.net.ssrf import AllowEntry, OutboundPolicy, default_refusal_reason, normalise_host
 
-# The policy and the errors live in their own modules; they are part of this module's interface.
+#: The setting that lists destinations allowed despite the default refusals.
+ALLOW_ENV_VAR = LabelingSettings.variable("outbound_allow")
+
+# The policy, the guarded transport and the errors live in extractor.net (the extraction
+# jobs' webhooks use them too); they are part of this module's interface.
 __all__ = [
     "ALLOW_ENV_VAR",
     "AllowEntry",
@@ -75,14 +79,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Turns (host, port) into IP address strings; injectable so tests never touch real DNS.
-Resolver = Callable[[str, int], list[str]]
-
 USER_AGENT = "extractor-labeling/outbound"
 
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _EXCERPT_BYTES = 2048  # how much of an error reply's body OutboundHTTPStatus keeps
-_WRITE_SLICE = 64 * 1024  # bytes per socket write, so the total deadline is re-checked often
 
 
 # -- settings and reply -----------------------------------------------------------------------
@@ -92,23 +92,24 @@ _WRITE_SLICE = 64 * 1024  # bytes per socket write, so the total deadline is re-
 class OutboundSettings:
     """Time, size and retry limits of outbound calls (defaults suit a slow extraction API)."""
 
+    # The defaults that are also settings are the settings' own (EXTRACTOR_LABELING_OUTBOUND_*,
+    # declared with their meaning in extractor/config/labeling.py); the others are fixed here.
     # Seconds for one connection: DNS resolution, then the TCP (and TLS) handshake.
-    connect_timeout: float = 10.0
-    # Seconds the server may stay silent while we wait for more of its reply; a little over the
-    # extractor's own default request_timeout (900 s), so its 504 arrives rather than our timeout.
-    read_timeout: float = 920.0
+    connect_timeout: float = LabelingSettings.outbound_connect_timeout
+    # Seconds the server may stay silent while we wait for more of its reply.
+    read_timeout: float = LabelingSettings.outbound_read_timeout
     # Seconds one send of request bytes may block.
     write_timeout: float = 60.0
     # Seconds for the whole call: every attempt, redirect hop and backoff wait together.
-    total_timeout: float = 1200.0
+    total_timeout: float = LabelingSettings.outbound_total_timeout
     # Bytes of reply body (after undoing gzip/deflate) accepted; more is OutboundReplyTooLarge.
-    max_reply_bytes: int = 32 * 1024 * 1024
+    max_reply_bytes: int = LabelingSettings.outbound_max_reply_bytes
     # Redirect hops followed (each one checked against the policy again); 0 follows none.
     max_redirects: int = 5
     # Extra attempts after the first, on connection errors, 429 and 5xx replies.
-    retries: int = 3
+    retries: int = LabelingSettings.outbound_retries
     # Seconds before the first retry; doubles per retry, with random jitter of up to half.
-    backoff_base: float = 0.5
+    backoff_base: float = LabelingSettings.outbound_backoff_seconds
     # Seconds: the most one backoff wait grows to.
     backoff_max: float = 10.0
     # Seconds: the most a server's Retry-After makes us wait; longer asks are waited this long.
@@ -148,212 +149,6 @@ class OutboundReply:
     def raw(self) -> bytes:
         """The body bytes; another name for ``content``."""
         return self.content
-
-
-# -- transport: resolve + check + connect as one step -----------------------------------------
-
-# Monotonic time by which the current call must end; set per call, read by every socket
-# operation. A context variable, so concurrent calls from several threads each see their own.
-_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "outbound_deadline", default=None
-)
-# The scheme of the request being sent, which the allow-list entries may restrict; the network
-# backend only sees host and port. The pool keys connections by scheme, host and port, so a
-# connection checked for one scheme is never reused for another.
-_scheme: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "outbound_scheme", default=None
-)
-
-
-def _capped(timeout: float | None, exc_type: type[Exception]) -> float | None:
-    """``timeout`` shortened to what is left of the call's total time; raises when none is."""
-    deadline = _deadline.get()
-    if deadline is None:
-        return timeout
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        raise exc_type("the call's total time limit was reached")
-    return remaining if timeout is None else min(timeout, remaining)
-
-
-def system_resolver(host: str, port: int) -> list[str]:
-    """Every address ``host`` resolves to, in the system's order (socket.getaddrinfo)."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
-
-
-class _DeadlineStream(httpcore.NetworkStream):
-    """A connected stream whose reads and writes also stop at the call's total deadline.
-
-    Per-read timeouts alone let a server that drips one byte at a time hold a call forever.
-    """
-
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
-        self._inner = inner
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _capped(timeout, httpcore.ReadTimeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        view = memoryview(buffer)
-        for start in range(0, len(view), _WRITE_SLICE):
-            chunk = bytes(view[start : start + _WRITE_SLICE])
-            self._inner.write(chunk, _capped(timeout, httpcore.WriteTimeout))
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.NetworkStream:
-        # server_hostname is the URL's host name (httpcore passes it), so the certificate is
-        # checked against the name even though the socket was opened to a bare IP address.
-        tls = self._inner.start_tls(
-            ssl_context, server_hostname, _capped(timeout, httpcore.ConnectTimeout)
-        )
-        return _DeadlineStream(tls)
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
-class _GuardedBackend(httpcore.NetworkBackend):
-    """Resolves, checks and connects in one step, so sockets only go to addresses that passed."""
-
-    def __init__(self, policy: OutboundPolicy, resolver: Resolver) -> None:
-        self._policy = policy
-        self._resolver = resolver
-        self._inner = httpcore.SyncBackend()
-        # getaddrinfo has no timeout of its own; running it here lets connect_timeout bound it.
-        self._dns = concurrent.futures.ThreadPoolExecutor(
-            max_workers=4, thread_name_prefix="outbound-dns"
-        )
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
-        scheme = _scheme.get()
-        self._policy.check_host(host, scheme, port)
-        addresses = self._resolve(host, port, _capped(timeout, httpcore.ConnectTimeout))
-        self._policy.check_addresses(host, addresses, scheme=scheme, port=port)
-        last_error: Exception | None = None
-        for address in addresses:
-            try:
-                stream = self._inner.connect_tcp(
-                    address,  # the checked address itself, never the name again
-                    port,
-                    timeout=_capped(timeout, httpcore.ConnectTimeout),
-                    local_address=local_address,
-                    socket_options=socket_options,
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                logger.debug("connecting to %s (%s) port %d failed: %s", host, address, port, exc)
-                last_error = exc
-                continue
-            return _DeadlineStream(stream)
-        assert last_error is not None  # _resolve never returns an empty list
-        raise last_error
-
-    def _resolve(self, host: str, port: int, timeout: float | None) -> list[str]:
-        """The addresses to try for ``host``: the literal itself, or what the resolver says."""
-        literal = _parse_ip(host)
-        if literal is not None:
-            return [str(literal)]
-        future = self._dns.submit(self._resolver, host, port)
-        try:
-            addresses = list(future.result(timeout=timeout))
-        except TimeoutError as exc:  # before OSError: TimeoutError is one
-            future.cancel()
-            raise httpcore.ConnectTimeout(f"resolving {host} took over {timeout:.1f} s") from exc
-        except (OSError, UnicodeError) as exc:
-            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
-        if not addresses:
-            raise httpcore.ConnectError(f"{host} resolved to no address")
-        return addresses
-
-    def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
-        raise OutboundRefused("refusing a unix socket: outbound calls use TCP only")
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-    def close(self) -> None:
-        self._dns.shutdown(wait=False, cancel_futures=True)
-
-
-class _CoreStream(httpx.SyncByteStream):
-    """An httpcore reply body as httpx wants it; httpcore's exceptions are translated later."""
-
-    def __init__(self, stream: Iterable[bytes]) -> None:
-        self._stream = stream
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self._stream
-
-    def close(self) -> None:
-        close = getattr(self._stream, "close", None)
-        if close is not None:
-            close()
-
-
-class _GuardedTransport(httpx.BaseTransport):
-    """An httpx transport over an httpcore pool whose only way to a socket is the guarded backend.
-
-    httpx's own HTTPTransport cannot take a network backend, and has proxy and env handling that
-    could route around the checks; this one has neither.
-    """
-
-    def __init__(self, backend: _GuardedBackend, ssl_context: ssl.SSLContext, size: int) -> None:
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=ssl_context,
-            max_connections=size,
-            max_keepalive_connections=size,
-            keepalive_expiry=30.0,
-            http1=True,
-            http2=False,
-            retries=0,  # retries are ours, with backoff and budget
-            network_backend=backend,
-        )
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        core_request = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(
-                scheme=request.url.raw_scheme,
-                host=request.url.raw_host,
-                port=request.url.port,
-                target=request.url.raw_path,
-            ),
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=request.extensions,
-        )
-        core_response = self._pool.handle_request(core_request)
-        body = core_response.stream
-        assert isinstance(body, Iterable)
-        return httpx.Response(
-            status_code=core_response.status,
-            headers=core_response.headers,
-            stream=_CoreStream(body),
-            extensions=core_response.extensions,
-            request=request,
-        )
-
-    def close(self) -> None:
-        self._pool.close()
 
 
 # -- reply reading ----------------------------------------------------------------------------
@@ -520,7 +315,7 @@ def _keeps_credentials(origin: httpx.URL, target: httpx.URL) -> bool:
     Same scheme, host and port, or the same host upgraded from http to https; anything else
     could hand our bearer token to a third party.
     """
-    if _normalise_host(origin.host) != _normalise_host(target.host):
+    if normalise_host(origin.host) != normalise_host(target.host):
         return False
     if origin.scheme == target.scheme and origin.port == target.port:
         return True
@@ -567,10 +362,10 @@ class OutboundClient:
     ) -> None:
         self.policy = policy if policy is not None else OutboundPolicy()
         self.settings = settings if settings is not None else OutboundSettings()
-        self._backend = _GuardedBackend(self.policy, resolver or system_resolver)
+        self._backend = GuardedBackend(self.policy, resolver or system_resolver)
         # httpx's default context: certifi's CAs, or SSL_CERT_FILE / SSL_CERT_DIR when set.
         context = ssl_context if ssl_context is not None else httpx.create_ssl_context()
-        self._transport = _GuardedTransport(self._backend, context, self.settings.max_connections)
+        self._transport = GuardedTransport(self._backend, context, self.settings.max_connections)
 
     def __enter__(self) -> OutboundClient:
         return self
@@ -638,7 +433,7 @@ class OutboundClient:
             logger.warning("outbound call refused: %s", exc)
             raise
         origin = target
-        token = _deadline.set(time.monotonic() + settings.total_timeout)
+        token = call_deadline.set(time.monotonic() + settings.total_timeout)
         try:
             retries = 0
             hops = 0
@@ -656,14 +451,14 @@ class OutboundClient:
                     extensions={"timeout": self._timeouts()},
                 )
                 logger.debug("%s (attempt %d)", where, retries + 1)
-                scheme_token = _scheme.set(target.scheme)
+                scheme_token = request_scheme.set(target.scheme)
                 try:
                     outcome = self._attempt(request, where)
                 except OutboundRefused as exc:
                     logger.warning("outbound call refused: %s", exc)
                     raise
                 finally:
-                    _scheme.reset(scheme_token)
+                    request_scheme.reset(scheme_token)
                 if isinstance(outcome, OutboundReply):
                     logger.debug("%s: %d, %d bytes", where, outcome.status, len(outcome.content))
                     return outcome
@@ -705,12 +500,12 @@ class OutboundClient:
                 )
                 time.sleep(delay)
         finally:
-            _deadline.reset(token)
+            call_deadline.reset(token)
 
     def _timeouts(self) -> dict[str, float]:
         """Per-attempt httpcore timeouts, none longer than what is left of the total."""
         s = self.settings
-        deadline = _deadline.get()
+        deadline = call_deadline.get()
         left = math.inf if deadline is None else max(deadline - time.monotonic(), 0.001)
         return {
             "connect": min(s.connect_timeout, left),
@@ -782,7 +577,7 @@ class OutboundClient:
             # Exponential backoff with jitter, so many clients hit by one outage spread out.
             ceiling = min(s.backoff_max, s.backoff_base * 2**retries)
             delay = random.uniform(ceiling / 2, ceiling)
-        deadline = _deadline.get()
+        deadline = call_deadline.get()
         if deadline is not None and time.monotonic() + delay >= deadline:
             logger.info("not retrying: a %.2f s wait would pass the total time limit", delay)
             return None

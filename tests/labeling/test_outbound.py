@@ -492,7 +492,9 @@ def test_policy_parsing() -> None:
         "model.test:443",
     ]
     assert "127.0.0.0/8:*" in repr(policy)
-    env_policy = OutboundPolicy.from_env({outbound.ALLOW_ENV_VAR: "http://10.1.2.3"})
+    env_policy = OutboundPolicy.from_env(
+        outbound.ALLOW_ENV_VAR, {outbound.ALLOW_ENV_VAR: "http://10.1.2.3"}
+    )
     assert env_policy.entries == (
         outbound.AllowEntry("http", None, ipaddress.ip_network("10.1.2.3/32"), 80),
     )
@@ -515,7 +517,7 @@ def test_policy_parsing() -> None:
 )
 def test_policy_entries_must_name_their_port(entry: str, why: str) -> None:
     with pytest.raises(ValueError, match=outbound.ALLOW_ENV_VAR) as info:
-        OutboundPolicy(entry)
+        OutboundPolicy(entry, setting=outbound.ALLOW_ENV_VAR)
     assert why in str(info.value) and "127.0.0.1:8000" in str(info.value)
 
 

@@ -1,7 +1,8 @@
 """The errors of outbound calls: one base, one subclass per kind of failure.
 
 Messages may name internal addresses and are for the operator's log; what a user sees is decided
-at the one boundary that turns them into job errors (``clients.describe``).
+by each caller at the one boundary that turns them into its errors (the labeling service's
+``clients.describe``, an extraction job's webhook attempts).
 """
 
 from __future__ import annotations

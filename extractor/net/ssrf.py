@@ -14,6 +14,10 @@ address, and only because the ``*`` says so. An entry with neither a scheme nor 
 every port, which let a redirect reach any local service. A host-name entry allows that name
 whatever it resolves to (the operator vouches for the name); an address entry allows the
 addresses inside it whatever name led there.
+
+Both services' allow-lists use this syntax: ``EXTRACTOR_LABELING_OUTBOUND_ALLOW`` (prediction and
+extraction APIs the labeling service calls) and ``EXTRACTOR_OUTBOUND_ALLOW`` (extraction jobs'
+webhooks). Every refusal names the setting the policy came from.
 """
 
 from __future__ import annotations
@@ -26,10 +30,10 @@ from dataclasses import dataclass
 
 import httpx
 
-from extractor.labeling.outbound_errors import OutboundError, OutboundRefused
+from extractor.net.errors import OutboundError, OutboundRefused
 
-#: The setting that lists destinations allowed despite the default refusals.
-ALLOW_ENV_VAR = "EXTRACTOR_LABELING_OUTBOUND_ALLOW"
+#: What a policy built without naming its setting calls its allow-list in errors.
+UNNAMED_SETTING = "the outbound allow-list"
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -77,12 +81,12 @@ _SYNTAX_HELP = (
 )
 
 
-def _normalise_host(host: str) -> str:
+def normalise_host(host: str) -> str:
     """Lowercase without the trailing root dot, so 'Metadata.Google.Internal.' matches too."""
     return host.strip().lower().rstrip(".")
 
 
-def _parse_ip(text: str) -> IPAddress | None:
+def parse_ip(text: str) -> IPAddress | None:
     """The IP address ``text`` spells (brackets allowed for IPv6), or None for anything else."""
     try:
         return ipaddress.ip_address(text.strip().removeprefix("[").removesuffix("]"))
@@ -153,11 +157,11 @@ class AllowEntry:
     port: int | None
 
     @classmethod
-    def parse(cls, text: str) -> AllowEntry:
-        """The entry ``text`` spells; ValueError naming the setting and the syntax otherwise."""
+    def parse(cls, text: str, setting: str = UNNAMED_SETTING) -> AllowEntry:
+        """The entry ``text`` spells; ValueError naming ``setting`` and the syntax otherwise."""
 
         def bad(why: str) -> ValueError:
-            return ValueError(f"{ALLOW_ENV_VAR}: {text!r} {why}; {_SYNTAX_HELP}")
+            return ValueError(f"{setting}: {text!r} {why}; {_SYNTAX_HELP}")
 
         rest = text
         scheme: str | None = None
@@ -192,7 +196,7 @@ class AllowEntry:
             # strict=False: '127.0.0.1/8' means the network 127.0.0.0/8, as people write it.
             network = ipaddress.ip_network(target, strict=False)
         except ValueError:
-            name = _normalise_host(target)
+            name = normalise_host(target)
             # All digits and dots is a mistyped address ("10.1.2"), not a host name.
             numeric = re.fullmatch(r"[0-9.]+", name) is not None
             if numeric or not name.isascii() or not _HOSTNAME.fullmatch(name):
@@ -218,29 +222,30 @@ class AllowEntry:
 class OutboundPolicy:
     """The default refusals plus the allow-list; every check names the scheme and port too."""
 
-    def __init__(self, allow: str | Iterable[str] = "") -> None:
+    def __init__(self, allow: str | Iterable[str] = "", *, setting: str = UNNAMED_SETTING) -> None:
         texts = allow.split(",") if isinstance(allow, str) else list(allow)
         self.entries: tuple[AllowEntry, ...] = tuple(
-            AllowEntry.parse(text.strip()) for text in texts if text.strip()
+            AllowEntry.parse(text.strip(), setting) for text in texts if text.strip()
         )
 
     @classmethod
-    def from_allow_string(cls, allow: str) -> OutboundPolicy:
-        """The policy a comma-separated allow string (the setting's format) describes."""
-        return cls(allow)
+    def from_allow_string(cls, allow: str, setting: str = UNNAMED_SETTING) -> OutboundPolicy:
+        """The policy a comma-separated allow string (the setting's format) describes;
+        ``setting`` names it in errors."""
+        return cls(allow, setting=setting)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> OutboundPolicy:
-        """The policy the ``EXTRACTOR_LABELING_OUTBOUND_ALLOW`` setting describes."""
+    def from_env(cls, variable: str, environ: Mapping[str, str] | None = None) -> OutboundPolicy:
+        """The policy the environment variable ``variable`` describes (unset: no entries)."""
         env = os.environ if environ is None else environ
-        return cls(env.get(ALLOW_ENV_VAR, ""))
+        return cls(env.get(variable, ""), setting=variable)
 
     def __repr__(self) -> str:
         return f"OutboundPolicy(allow={','.join(str(e) for e in self.entries)!r})"
 
     def host_allowed(self, host: str, scheme: str | None, port: int) -> bool:
         """Whether an entry names ``host`` for this scheme and port (waives the address checks)."""
-        name = _normalise_host(host)
+        name = normalise_host(host)
         return any(e.host == name and e.admits(scheme, port) for e in self.entries)
 
     def address_allowed(self, ip: IPAddress, scheme: str | None, port: int) -> bool:
@@ -279,7 +284,7 @@ class OutboundPolicy:
 
     def check_host(self, host: str, scheme: str | None, port: int) -> None:
         """Refuses cloud metadata names unless an entry names them for this scheme and port."""
-        name = _normalise_host(host)
+        name = normalise_host(host)
         if name in _METADATA_HOSTS and not self.host_allowed(name, scheme, port):
             raise OutboundRefused(f"refusing host {name} (cloud metadata name)")
 
@@ -294,7 +299,7 @@ class OutboundPolicy:
         if self.host_allowed(host, scheme, port):
             return
         for address in addresses:
-            ip = _parse_ip(address)
+            ip = parse_ip(address)
             if ip is None:
                 raise OutboundRefused(f"refusing {address!r} (not an IP address) for host {host}")
             if self.address_allowed(ip, scheme, port):
