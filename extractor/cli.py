@@ -10,10 +10,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from extractor.pipeline.request import OPTIONS
+
 from .config import Settings, SettingsError
 from .config.fields import add_setting_flags, settings_from_flags
 from .errors import ExtractorError
-from .request import OPTIONS
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -31,10 +32,11 @@ def _serve(args: argparse.Namespace) -> int:
     from .metrics_dir import prepare_multiprocess_dir, remove_multiprocess_dir
 
     metrics_dir = prepare_multiprocess_dir(settings.tmp_dir) if settings.metrics else None
-    from .app import create_app
-    from .gunicorn_conf import gunicorn_options, intake_limits
+    from extractor.server.application import beyond_loopback, serve
+    from extractor.server.gunicorn_conf import gunicorn_options, intake_limits
+    from extractor.web.app import create_app
+
     from .logs import configure_logging
-    from .serving import beyond_loopback, serve
 
     reachable = beyond_loopback(settings.bind)
     if reachable and not settings.secret:
@@ -54,9 +56,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _extract(args: argparse.Namespace) -> int:
     """Answer as POST /extract would, for one local file, without a server."""
-    from .pipeline import extract_reply, workspace
-    from .request import Limits, read_request
-    from .service import Extractor
+    from extractor.pipeline.reply import extract_reply, workspace
+    from extractor.pipeline.extraction import Extractor
+    from extractor.pipeline.request import Limits, read_request
 
     settings = settings_from_flags(Settings, args)
     path = Path(args.file)

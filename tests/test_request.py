@@ -25,8 +25,8 @@ from extractor.asr.speaker_count import SpeakerCount
 from extractor.cli import build_parser
 from extractor.cli import main as cli_main
 from extractor.errors import InvalidParameter
-from extractor.openapi import load_openapi
-from extractor.request import OPTIONS, ExtractionRequest, Limits, read_request
+from extractor.pipeline.request import OPTIONS, ExtractionRequest, Limits, read_request
+from extractor.web.openapi import load_openapi
 
 JUNK = b"\x00\x01 not a document of any kind"
 OPENAI_OWN = {"format"}  # the OpenAI route answers in its own response_format instead

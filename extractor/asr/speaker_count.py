@@ -1,6 +1,6 @@
 """How many people speak, as a client may say it: ``num_speakers``, ``min_speakers``,
 ``max_speakers`` (the names whisperX and pyannote users know; the request model,
-``request.ExtractionRequest``, reads and checks them), as the clustering takes it.
+``pipeline.request.ExtractionRequest``, reads and checks them), as the clustering takes it.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from .engines import EngineSettings
 from .extraction import Settings
 from .fields import Setting, SettingsBase
 from .labeling import LabelingSettings
@@ -22,6 +23,7 @@ from .labeling_limits import LabelingLimits
 # labeling commands read the environment only). Every setting is in exactly one table.
 TABLES: dict[str, tuple[type[SettingsBase], bool]] = {
     "extractor": (Settings, True),
+    "extractor-engines": (EngineSettings, True),
     "labeling": (LabelingSettings, False),
     "labeling-limits": (LabelingLimits, False),
 }
