@@ -20,6 +20,7 @@ from extractor import metrics
 from extractor.asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
 from extractor.asr.speaker_count import SpeakerCount
 from extractor.asr.speakers import SpeakerDiarizer, label_segments
+from extractor.asr.speech_windows import joins_speech, speech_spans, transcribe_spans
 from extractor.config import Settings
 from extractor.errors import EngineTimeout, InvalidParameter, SpeakerAudioTooLong
 from extractor.heap import limit_heap_retention, trim_heap
@@ -68,7 +69,7 @@ class Extractor:
         factory = ENGINES[settings.asr_engine]
         self.speech: SpeechEngine = factory(
             settings.asr_model, settings.asr_threads, settings.asr_compute_type,
-            settings.model_cache_dir,
+            settings.model_cache_dir, settings.engine_slots,
         )  # fmt: skip
         self.gate = EngineGate(settings.engine_slots, settings.queue_size)
         self.speakers = SpeakerDiarizer(  # loads on first speakers=auto
@@ -277,7 +278,7 @@ class Extractor:
         with timings.stage("engine"):
             if two:
                 for channel in range(2):
-                    transcript = self._transcribe(tracks[channel], transcribe)
+                    transcript = self._transcribe(tracks[channel], transcribe, timings)
                     speaker = f"Speaker {channel + 1}"
                     lines += transcript_lines(transcript, duration_ms, speaker, transcribe)
                     language = language or transcript.language
@@ -287,7 +288,7 @@ class Extractor:
                     tracks[0], duration_ms, transcribe, timings, options.speaker_count
                 )
             else:
-                transcript = self._transcribe(tracks[0], transcribe)
+                transcript = self._transcribe(tracks[0], transcribe, timings)
                 lines = transcript_lines(transcript, duration_ms, None, transcribe)
                 language = transcript.language
         return Document(
@@ -300,7 +301,7 @@ class Extractor:
         count: SpeakerCount | None,
     ) -> tuple[list[Line], str | None]:  # fmt: skip
         """``speakers=auto``: transcribe with word times, diarize, then label and split lines."""
-        transcript = self._transcribe(track, replace(options, word_timestamps=True))
+        transcript = self._transcribe(track, replace(options, word_timestamps=True), timings)
         if options.cancel is not None and options.cancel.is_set():
             raise EngineTimeout("transcription took longer than the request timeout")
         with timings.stage("speakers"):
@@ -311,14 +312,24 @@ class Extractor:
             lines += transcript_lines(Transcript((segment,), None), duration_ms, speaker, options)
         return lines, transcript.language
 
-    def _transcribe(self, track: Track, options: TranscribeOptions) -> Transcript:
-        """Transcribe in windows of at most ``EXTRACTOR_AUDIO_CHUNK_SECONDS``, cut at quiet moments.
+    def _transcribe(self, track: Track, options: TranscribeOptions, timings: Timings) -> Transcript:
+        """Transcribe ``track``, holding at most one window of it at a time.
 
         Whisper's feature extraction and the VAD both work on the whole signal at once, which
-        for ten minutes of audio peaked at ~500 MB above the worker's RSS; windows bound that,
-        and a cancelled request stops at the next window for either engine.
+        for ten minutes of audio peaked at ~500 MB above the worker's RSS. With the VAD on and
+        faster-whisper, the VAD reads the track a window (``EXTRACTOR_AUDIO_CHUNK_SECONDS``) at
+        a time and the speech it finds goes to the engine joined, up to
+        ``EXTRACTOR_ASR_SPEECH_WINDOW_SECONDS`` per call, as bare faster-whisper joins it
+        (``asr.speech_windows``: each window transcribed on its own took a LibriVox minute 4
+        encoder passes against bare's 2); otherwise each window is transcribed on its own. A
+        cancelled request stops at the next window either way.
         """
         self.speech.load()  # a no-op once loaded at worker start
+        if joins_speech(self.speech, options):
+            with timings.stage("vad"):
+                spans = speech_spans(track.read, track.windows, options.cancel)
+            longest = int(self.settings.asr_speech_window_seconds * SAMPLE_RATE)
+            return transcribe_spans(self.speech, track.read, spans, options, longest)
         segments: list[TranscriptSegment] = []
         language = None
         for start, end in track.windows:

@@ -50,6 +50,8 @@ class EngineAwareThreadWorker(RealtimeWorkerMixin, BufferingThreadWorker):
         extensions = getattr(self.wsgi, "extensions", {})
         extractor = extensions.get("extractor")
         pending = extractor.gate.pending if extractor is not None else 0
+        # A live stream is work too: spread streams over the workers, one decoder each.
+        pending += self.realtime.scheduler.open_sessions if self.realtime is not None else 0
         if pending and not self.hesitated:
             self.hesitated = True
             delay = min(BUSY_ACCEPT_DELAY * pending, MAX_ACCEPT_DELAY)

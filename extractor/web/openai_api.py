@@ -29,6 +29,7 @@ from extractor.pipeline.reply import check_upload, log_document, reply_name, wor
 from extractor.pipeline.request import ExtractionRequest, Limits, read_request
 from extractor.replies.importable import Document, to_srt, to_vtt
 from extractor.web.error_replies import OPENAI_PREFIX
+from extractor.web.openai_stream import stream_reply
 from extractor.web.views import authorize, request_limits
 
 blueprint = Blueprint("openai", __name__, url_prefix=OPENAI_PREFIX)
@@ -44,6 +45,7 @@ class TranscriptionRequest:
     response_format: str
     segments: bool  # timestamp_granularities[] has "segment" (the default)
     extraction: ExtractionRequest  # words: timestamp_granularities[] has "word", or words=on
+    stream: bool = False  # stream=true: Server-Sent Events (openai_stream)
 
     @property
     def words(self) -> bool:
@@ -140,6 +142,7 @@ def parse(form: MultiDict[str, str], limits: Limits) -> TranscriptionRequest:
             "timestamp_granularities[] needs response_format=verbose_json",
             param="timestamp_granularities",
         )
+    stream = _stream(form.get("stream"), response_format)
     extraction = read_request(form, limits, skip=NOT_HERE)
     if "word" in granularities:
         extraction = replace(extraction, words=True)
@@ -147,7 +150,20 @@ def parse(form: MultiDict[str, str], limits: Limits) -> TranscriptionRequest:
         response_format=response_format,
         segments="segment" in granularities or not granularities,
         extraction=extraction,
+        stream=stream,
     )
+
+
+def _stream(raw: str | None, response_format: str) -> bool:
+    value = (raw or "false").strip().lower()
+    if value not in ("true", "false", "1", "0"):
+        raise InvalidParameter(f"stream must be true or false, not {raw!r}", param="stream")
+    if value in ("true", "1") and response_format not in ("json", "text"):
+        raise InvalidParameter(
+            f"stream=true answers Server-Sent Events, not response_format={response_format}",
+            param="stream",
+        )
+    return value in ("true", "1")
 
 
 @blueprint.post("/audio/transcriptions")
@@ -177,4 +193,7 @@ def transcriptions() -> Response:
         document = extractor.extract(path, name, sniffed, workdir, call.extraction, g.timings)
     log_document(document, g.log_fields)
     with g.timings.stage("render"):
+        if call.stream:
+            segments = [line.content for line in document.lines]
+            return stream_reply(segments, (document.duration_ms or 0) / 1000)
         return RENDERINGS[call.response_format](document, call)
