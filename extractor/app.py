@@ -8,6 +8,7 @@ from typing import Any
 from flask import Flask
 
 from . import metrics_view, openai_api
+from .async_jobs import install_jobs
 from .config import Settings
 from .logs import configure_logging
 from .schemas import importable_validator
@@ -28,9 +29,10 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes + MULTIPART_SLACK
     app.config["SETTINGS"] = settings
-    app.extensions["extractor"] = Extractor(settings)
+    extractor = app.extensions["extractor"] = Extractor(settings)
     importable_validator()  # a broken contract file fails here, not on the first reply
     app.register_blueprint(views)
     app.register_blueprint(openai_api.blueprint)
+    install_jobs(app, settings, extractor)
     metrics_view.init_app(app)
     return app

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
 from .formats import DEFAULT_CHOICES
+from .net.ssrf import OutboundPolicy
 
 ENV_PREFIX = "EXTRACTOR_"
 ENGINES = ("faster-whisper", "openai-whisper")
@@ -115,6 +116,58 @@ class Settings:
         False,
         "Put /metrics behind EXTRACTOR_SECRET too (off: scrapers need no secret, and the"
         " numbers hold no request content).",
+    )
+    # -- asynchronous jobs (POST /v1/jobs) ------------------------------------------------
+    data_dir: str = _setting(
+        "./data",
+        "Directory of the job database (jobs.db, SQLite) when EXTRACTOR_DATABASE_URL is unset.",
+    )
+    database_url: str | None = _setting(
+        None,
+        "SQLAlchemy URL of the job database (postgresql+psycopg://...): every server on it"
+        " shares one queue; uploads and results are kept in it too. Unset: SQLite in"
+        " EXTRACTOR_DATA_DIR (one machine).",
+    )
+    job_workers: int = _setting(
+        1,
+        "Asynchronous jobs one server process runs at once, on threads of their own at"
+        " EXTRACTOR_JOB_NICENESS (0: this process runs none, it only queues them).",
+    )
+    job_niceness: int = _setting(
+        10,
+        "Nice value added to job threads (and the processes they start) so synchronous"
+        " requests come first on a busy CPU; 0 keeps them equal.",
+    )
+    job_timeout: float = _setting(
+        14400.0, "Seconds of work one job may use over all its attempts before it fails (504)."
+    )
+    job_lease_seconds: float = _setting(
+        30.0,
+        "A running job's lease: a job whose server died (SIGKILL) is taken again this long"
+        " after its last heartbeat (every third of it), by a restarted server or another one.",
+    )
+    job_ttl_seconds: float = _setting(
+        86400.0,
+        "Seconds a finished job is kept; then its result is deleted and GET answers 404.",
+    )
+    max_queued_jobs_per_client: int = _setting(
+        20, "Queued jobs one client address may have waiting; one more gets 429 + Retry-After."
+    )
+    webhook_secret: str | None = _setting(
+        None,
+        "Key of the X-Signature HMAC-SHA256 on webhook calls; a job with a callback_url is"
+        " refused (400) without it.",
+    )
+    webhook_attempts: int = _setting(
+        8,
+        "Tries of one webhook call (timeouts, connection errors, 429, 5xx are retried with"
+        " backoff 1, 2, 4 ... s, at most 5 min apart).",
+    )
+    webhook_timeout: float = _setting(10.0, "Seconds one webhook attempt may take in all.")
+    outbound_allow: str = _setting(
+        "",
+        "Comma-separated [http|https://]HOST[:PORT|:*] webhook destinations allowed although"
+        " private, loopback or link-local (refused otherwise), as EXTRACTOR_LABELING_OUTBOUND_ALLOW.",
     )
     # -- limits ---------------------------------------------------------------------------
     max_upload_bytes: int = _setting(200 * 1024 * 1024, "Largest accepted upload in bytes (413).")
@@ -231,26 +284,37 @@ class Settings:
                 )
         positive = ("threads", "engine_slots", "max_upload_bytes", "max_pages", "pdf_dpi",
                     "max_ocr_languages", "pdf_render_memory_mb", "body_min_rate",
-                    "max_pending_connections", "keepalive_timeout")  # fmt: skip
+                    "max_pending_connections", "keepalive_timeout", "webhook_attempts",
+                    "max_queued_jobs_per_client")  # fmt: skip
         for name in (*positive, "asr_threads", "asr_beam_size", "speakers_max_count"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
         for name in ("workers", "queue_size", "ocr_parallel_pages", "ocr_in_process_pages",
-                     "ocr_warm_engines"):  # fmt: skip
+                     "ocr_warm_engines", "job_workers", "job_niceness"):  # fmt: skip
             if getattr(self, name) < 0:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must not be negative")
         if min(self.request_timeout, self.max_audio_seconds, self.pdf_page_timeout,
-               self.header_timeout, self.body_timeout, self.send_timeout) <= 0:  # fmt: skip
+               self.header_timeout, self.body_timeout, self.send_timeout, self.job_timeout,
+               self.job_lease_seconds, self.job_ttl_seconds, self.webhook_timeout) <= 0:  # fmt: skip
             raise SettingsError("timeouts and durations must be positive")
         if min(self.speakers_max_seconds, self.speakers_min_speech) <= 0:
             raise SettingsError("speaker durations must be positive")
         if not 0 < self.speakers_merge_similarity <= 1:
             raise SettingsError(f"{ENV_PREFIX}SPEAKERS_MERGE_SIMILARITY must be in (0, 1]")
+        try:  # a typo in the allow-list stops the server at start, not a webhook later
+            OutboundPolicy(self.outbound_allow, setting=f"{ENV_PREFIX}OUTBOUND_ALLOW")
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
 
     # -- derived --------------------------------------------------------------------------
     @property
     def worker_count(self) -> int:
         return self.workers or _cpu_count()
+
+    @property
+    def job_database_url(self) -> str:
+        """EXTRACTOR_DATABASE_URL, or the SQLite file in EXTRACTOR_DATA_DIR."""
+        return self.database_url or f"sqlite:///{Path(self.data_dir) / 'jobs.db'}"
 
     @property
     def page_parallelism(self) -> int:

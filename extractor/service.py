@@ -36,6 +36,19 @@ from .spooled import SpooledAudio, decode_spooled
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# Told how much of an extraction is done of how much in all (pages, or seconds of audio); an
+# asynchronous job's progress, and where it stops (it raises) when cancelled.
+Progress = Callable[[float, float], None]
+
+
+def _no_progress(_done: float, _total: float) -> None:
+    """A synchronous request's progress: nobody asks."""
+
+
+def _shifted(progress: Progress, before: int, total: int, done: float, _part: float) -> None:
+    """The progress of one stereo channel as progress of both: ``before`` samples done before
+    it, of ``total`` samples in all."""
+    progress(before / SAMPLE_RATE + done, total / SAMPLE_RATE)
 
 
 # audio: "channels" transcribes each stereo channel as a speaker; "auto" diarizes the mix
@@ -228,26 +241,40 @@ class Extractor:
         workdir: Path,
         options: ExtractOptions | None = None,
         timings: Timings | None = None,
+        *,
+        progress: Progress | None = None,
+        timeout: float | None = None,
+        gated: bool = True,
     ) -> Document:
-        """Turn the file at ``path`` into a Document within the request timeout."""
+        """Turn the file at ``path`` into a Document within the request timeout.
+
+        An asynchronous job passes ``progress`` (told the pages or seconds of audio done of
+        the total as they are done; raising there stops the extraction between pages or audio
+        windows), its own ``timeout`` and ``gated=False``: it runs on the caller's thread,
+        outside the gate whose slots are the synchronous requests'.
+        """
         options = options or ExtractOptions()
         timings = timings or Timings()
-        deadline = time.monotonic() + self.settings.request_timeout
+        seconds = self.settings.request_timeout if timeout is None else timeout
+        deadline = time.monotonic() + seconds
         cancel = threading.Event()
+        report = progress or _no_progress
 
         def job() -> Document:
             if sniffed.kind is MediaKind.AUDIO:
-                return self._audio(path, name, workdir, options, timings, cancel)
-            return self._ocr(path, name, sniffed, workdir, deadline, timings, options)
+                return self._audio(path, name, workdir, options, timings, cancel, report)
+            return self._ocr(path, name, sniffed, workdir, deadline, timings, options, report)
 
         with timings.stage("queue+work"):
+            if not gated:
+                return job()
             return self.gate.run(job, deadline, cancel)
 
     # -- OCR ------------------------------------------------------------------------------
 
     def _ocr(
         self, path: Path, name: str, sniffed: Sniffed, workdir: Path, deadline: float,
-        timings: Timings, options: ExtractOptions,
+        timings: Timings, options: ExtractOptions, progress: Progress,
     ) -> Document:  # fmt: skip
         max_pages = self.settings.max_pages
         if sniffed.kind is MediaKind.PDF:
@@ -267,13 +294,17 @@ class Extractor:
                 with PagesAhead(
                     pdf.count, lambda i: pdf.render(i, deadline), self.settings.page_parallelism
                 ) as ahead:
-                    per_page = self._ocr_pages(pdf.count, ahead.get, deadline, timings, options)
+                    per_page = self._ocr_pages(
+                        pdf.count, ahead.get, deadline, timings, options, progress
+                    )
             finally:
                 pdf.close()
         else:
             with timings.stage("decode"):
                 images = image_pages(path, workdir, max_pages)
-            per_page = self._ocr_pages(len(images), images.__getitem__, deadline, timings, options)
+            per_page = self._ocr_pages(
+                len(images), images.__getitem__, deadline, timings, options, progress
+            )
         if len(per_page) > 1 and self.settings.ocr_in_process_pages:
             # Pages leave 15-20 MB in the warm API and its heap (a 10-page 300 dpi PDF: 242 MB
             # after, 224 MB once renewed), which the next transcription's peak would stand on;
@@ -286,7 +317,7 @@ class Extractor:
 
     def _ocr_pages(
         self, count: int, page: Callable[[int], PageImage], deadline: float, timings: Timings,
-        options: ExtractOptions,
+        options: ExtractOptions, progress: Progress = _no_progress,
     ) -> list[tuple[Page, list[Line]]]:  # fmt: skip
         """OCR ``count`` pages, ``EXTRACTOR_OCR_PARALLEL_PAGES`` at a time, in page order.
 
@@ -299,15 +330,21 @@ class Extractor:
         model loading (~0.06 s) on half the pages.
         """
         in_process = threading.BoundedSemaphore(self.settings.ocr_in_process_pages)
+        done = [0]
+        counting = threading.Lock()
 
         def one(index: int) -> tuple[Page, list[Line]]:
             image = page(index)
             warm = in_process.acquire(blocking=False)  # never, with 0 places
             try:
-                return self._ocr_page(image, deadline, timings, options, in_process=warm)
+                read = self._ocr_page(image, deadline, timings, options, in_process=warm)
             finally:
                 if warm:
                     in_process.release()
+            with counting:
+                done[0] += 1
+                progress(done[0], count)
+            return read
 
         return self._pages_in_parallel(count, one)
 
@@ -355,7 +392,7 @@ class Extractor:
 
     def _audio(
         self, path: Path, name: str, workdir: Path, options: ExtractOptions, timings: Timings,
-        cancel: threading.Event,
+        cancel: threading.Event, progress: Progress,
     ) -> Document:  # fmt: skip
         by_channel = options.speakers == "channels"
         if options.speakers == "auto":
@@ -396,19 +433,22 @@ class Extractor:
         )
         lines: list[Line] = []
         with timings.stage("engine"):
+            total = sum(track.windows[-1][1] for track in tracks)
             if two:
                 for channel in range(2):
-                    transcript = self._transcribe(tracks[channel], transcribe)
+                    before = channel * tracks[0].windows[-1][1]
+                    report = partial(_shifted, progress, before, total)
+                    transcript = self._transcribe(tracks[channel], transcribe, report)
                     speaker = f"Speaker {channel + 1}"
                     lines += transcript_lines(transcript, duration_ms, speaker, transcribe)
                     language = language or transcript.language
                 lines.sort(key=lambda line: (line.start_ms or 0, line.end_ms or 0))
             elif options.speakers == "auto":
                 lines, language = self._speaker_lines(
-                    tracks[0], duration_ms, transcribe, timings, options.speaker_count
+                    tracks[0], duration_ms, transcribe, timings, options.speaker_count, progress
                 )
             else:
-                transcript = self._transcribe(tracks[0], transcribe)
+                transcript = self._transcribe(tracks[0], transcribe, progress)
                 lines = transcript_lines(transcript, duration_ms, None, transcribe)
                 language = transcript.language
         return Document(
@@ -418,10 +458,10 @@ class Extractor:
 
     def _speaker_lines(
         self, track: Track, duration_ms: int, options: TranscribeOptions, timings: Timings,
-        count: SpeakerCount | None,
+        count: SpeakerCount | None, progress: Progress,
     ) -> tuple[list[Line], str | None]:  # fmt: skip
         """``speakers=auto``: transcribe with word times, diarize, then label and split lines."""
-        transcript = self._transcribe(track, replace(options, word_timestamps=True))
+        transcript = self._transcribe(track, replace(options, word_timestamps=True), progress)
         if options.cancel is not None and options.cancel.is_set():
             raise EngineTimeout("transcription took longer than the request timeout")
         with timings.stage("speakers"):
@@ -432,7 +472,9 @@ class Extractor:
             lines += transcript_lines(Transcript((segment,), None), duration_ms, speaker, options)
         return lines, transcript.language
 
-    def _transcribe(self, track: Track, options: TranscribeOptions) -> Transcript:
+    def _transcribe(
+        self, track: Track, options: TranscribeOptions, progress: Progress = _no_progress
+    ) -> Transcript:
         """Transcribe in windows of at most ``EXTRACTOR_AUDIO_CHUNK_SECONDS``, cut at quiet moments.
 
         Whisper's feature extraction and the VAD both work on the whole signal at once, which
@@ -449,6 +491,7 @@ class Extractor:
             offset = start / SAMPLE_RATE
             segments += [shift(segment, offset) for segment in part.segments]
             language = language or part.language
+            progress(end / SAMPLE_RATE, track.windows[-1][1] / SAMPLE_RATE)
         return Transcript(tuple(segments), language)
 
     def close(self) -> None:

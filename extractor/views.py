@@ -17,6 +17,7 @@ from flask import Blueprint, Response, current_app, g, jsonify, request, send_fr
 from werkzeug.exceptions import HTTPException
 
 from .asr.speaker_count import parse_speaker_count
+from .async_jobs.routes import prefers_async, submit_job
 from .config import SPEAKER_MODES, Settings
 from .errors import ExtractorError, InvalidParameter, MissingUpload, Unauthorized
 from .openapi import load_openapi
@@ -43,6 +44,8 @@ def _extractor() -> Extractor:
 def extract() -> Response:
     settings, extractor = _settings(), _extractor()
     authorize(settings)
+    if prefers_async():  # RFC 7240: the same as POST /v1/jobs
+        return submit_job()
     upload = request.files.get("upload")
     if upload is None:
         others = ", ".join(sorted(request.files)) or "none"
@@ -53,7 +56,7 @@ def extract() -> Response:
     wanted = ReplyRequest(
         accept=request.headers.get("Accept"),
         format=request.args.get("format"),
-        options=_extract_options(request.args, extractor, settings),
+        options=extract_options(request.args, extractor, settings),
     )
     timings: Timings = g.timings
     with workspace(settings) as workdir:
@@ -114,7 +117,7 @@ def authorize(settings: Settings) -> None:
         raise Unauthorized("a valid 'Authorization: Bearer <secret>' header is required")
 
 
-def _extract_options(
+def extract_options(
     args: Mapping[str, str], extractor: Extractor, settings: Settings
 ) -> ExtractOptions:
     speakers = args.get("speakers") or None
