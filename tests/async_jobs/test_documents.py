@@ -11,8 +11,17 @@ from extractor.importable import BoundingBox, Document, DocumentKind, Line, Page
 # The fields the store knows; a new field of the model must be stored too (and added here).
 KNOWN_FIELDS = {
     Document: {"name", "kind", "lines", "pages", "language", "duration_ms", "extra"},
-    Line: {"words", "page_index", "block", "paragraph", "start_ms", "end_ms", "speaker",
-           "word_timings", "detail"},  # fmt: skip
+    Line: {
+        "words",
+        "page_index",
+        "block",
+        "paragraph",
+        "start_ms",
+        "end_ms",
+        "speaker",
+        "word_timings",
+        "detail",
+    },
     Word: {"text", "box", "start_ms", "end_ms", "confidence"},
     Page: {"index", "width", "height", "rotation", "skew"},
     BoundingBox: {"left", "top", "right", "bottom"},

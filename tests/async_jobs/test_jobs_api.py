@@ -93,9 +93,7 @@ def test_progress_counts_pages_and_never_goes_down(client: httpx.Client, pdf: by
     assert progress[-1] == 1.0
     # Pages done of pages; 0.99 while the last page's result is being stored.
     assert {p for p in progress if 0 < p < 1} <= {0.2, 0.4, 0.6, 0.8, 0.99}, progress
-    sync = client.post(
-        "/extract?ocr_rotate=off&format=alto", files={"upload": ("five.pdf", pdf)}
-    )
+    sync = client.post("/extract?ocr_rotate=off&format=alto", files={"upload": ("five.pdf", pdf)})
     stored = client.get(f"/v1/jobs/{job['id']}/result?format=alto")
     assert stored.content == sync.content
 
@@ -203,9 +201,7 @@ def test_lists_are_newest_first_paged_and_filtered(client: httpx.Client, png: by
         assert client.get("/v1/jobs", params=params).status_code == 400
 
 
-def test_delete_cancels_a_running_job_and_then_deletes_it(
-    client: httpx.Client, png: bytes
-) -> None:
+def test_delete_cancels_a_running_job_and_then_deletes_it(client: httpx.Client, png: bytes) -> None:
     pages = [samples.text_page(PAGE_ONE, page=i) for i in range(6)]
     long = samples.pdf(pages)
     job = submit(client, long, "long.pdf").json()
