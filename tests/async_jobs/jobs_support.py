@@ -150,7 +150,7 @@ class Received:
 
     body: bytes
     headers: dict[str, str]
-    at: float
+    at: float  # time.time() when it arrived
 
     def json(self) -> dict[str, Any]:
         loaded: dict[str, Any] = json.loads(self.body)
@@ -174,7 +174,7 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 receiver.calls.append(
                     Received(
-                        body, {k.lower(): v for k, v in self.headers.items()}, time.monotonic()
+                        body, {k.lower(): v for k, v in self.headers.items()}, time.time()
                     )
                 )
                 status = receiver.statuses.pop(0) if receiver.statuses else 204
