@@ -100,12 +100,12 @@ def serve(service: str, variant: str, port: int, read_deadline: float) -> None:
         factory: Any = lambda: create_app(settings)  # noqa: E731
         plain = "extractor.gunicorn_conf.EngineAwareThreadWorker"
     else:
+        from extractor.config import LabelingSettings
         from extractor.labeling.app import create_labeling_app
         from extractor.labeling.cli import intake_limits as labeling_limits
         from extractor.labeling.cli import serve_options
-        from extractor.labeling.config import LabelingSettings
 
-        lsettings = LabelingSettings.from_env()
+        lsettings = LabelingSettings.load()
         options = serve_options(lsettings, bind, 1, 4)
         options["accesslog"] = None
         limits = labeling_limits(lsettings)

@@ -16,6 +16,7 @@ from .buffering_worker import BufferingThreadWorker
 from .config import Settings
 from .errors import Unauthorized
 from .intake import Head, IntakeLimits, Refusal
+from .realtime.worker import RealtimeWorkerMixin
 from .workdirs import sweep
 
 # How long a worker waits before competing for a new connection, per extraction it already has,
@@ -24,9 +25,10 @@ BUSY_ACCEPT_DELAY = 0.005  # seconds per pending extraction
 MAX_ACCEPT_DELAY = 0.025  # seconds
 
 
-class EngineAwareThreadWorker(BufferingThreadWorker):
+class EngineAwareThreadWorker(RealtimeWorkerMixin, BufferingThreadWorker):
     """A gthread worker that receives requests whole before a thread serves them (see
-    extractor.buffering_worker) and lets an idle sibling take new connections first.
+    extractor.buffering_worker), serves live transcription's WebSockets in its main loop
+    (extractor.realtime.worker) and lets an idle sibling take new connections first.
 
     Every worker's main loop waits on the same listening socket and the kernel wakes them all,
     so which one accepts is a coin toss: two requests can queue behind one engine while another

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from extractor.labeling.config import LabelingSettings, SettingsError
+from extractor.config import LabelingSettings, SettingsError
 from extractor.labeling.errors import LabelingError
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(new_key())
             return 0
-        settings = LabelingSettings.from_env()
+        settings = LabelingSettings.load()
         if args.command == "migrate" or (settings.auto_migrate and args.command != "migrate"):
             from extractor.labeling.db import migrate
 
@@ -171,7 +171,7 @@ def run_workers(
     settings: LabelingSettings, concurrency: int, metrics_bind: str | None = None
 ) -> int:
     """Run ``concurrency`` worker threads until SIGTERM or SIGINT, then hand their jobs back."""
-    from extractor.labeling.app import build_state
+    from extractor.labeling.state import build_state
 
     if concurrency < 1:
         raise ValueError("--concurrency must be at least 1")
@@ -253,7 +253,7 @@ def intake_limits(settings: LabelingSettings) -> IntakeLimits:
     from extractor.intake import IntakeLimits
 
     def graphql_error(_status: int, code: str, message: str) -> bytes:
-        from extractor.labeling.app import error_body
+        from extractor.labeling.graphql_request import error_body
 
         name = "".join(part.capitalize() for part in code.split("_")) + "Error"
         return json.dumps(error_body(message, code.upper(), name)).encode()

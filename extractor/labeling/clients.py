@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from extractor.config import LabelingSettings
 from extractor.labeling import outbound
-from extractor.labeling.config import LabelingSettings
 from extractor.labeling.credentials import SEALED_PREFIX, SecretBox
 from extractor.labeling.errors import JobFailure, SecretsUnavailableError
 from extractor.labeling.metrics import count_call

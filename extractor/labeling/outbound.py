@@ -35,6 +35,7 @@ from typing import Any
 import httpcore
 import httpx
 
+from extractor.config.labeling import LabelingSettings
 from extractor.net.errors import (
     OutboundConnectError,
     OutboundError,
@@ -54,7 +55,7 @@ from extractor.net.guarded import (
 from extractor.net.ssrf import AllowEntry, OutboundPolicy, default_refusal_reason, normalise_host
 
 #: The setting that lists destinations allowed despite the default refusals.
-ALLOW_ENV_VAR = "EXTRACTOR_LABELING_OUTBOUND_ALLOW"
+ALLOW_ENV_VAR = LabelingSettings.variable("outbound_allow")
 
 # The policy, the guarded transport and the errors live in extractor.net (the extraction
 # jobs' webhooks use them too); they are part of this module's interface.
@@ -91,23 +92,24 @@ _EXCERPT_BYTES = 2048  # how much of an error reply's body OutboundHTTPStatus ke
 class OutboundSettings:
     """Time, size and retry limits of outbound calls (defaults suit a slow extraction API)."""
 
+    # The defaults that are also settings are the settings' own (EXTRACTOR_LABELING_OUTBOUND_*,
+    # declared with their meaning in extractor/config/labeling.py); the others are fixed here.
     # Seconds for one connection: DNS resolution, then the TCP (and TLS) handshake.
-    connect_timeout: float = 10.0
-    # Seconds the server may stay silent while we wait for more of its reply; a little over the
-    # extractor's own default request_timeout (900 s), so its 504 arrives rather than our timeout.
-    read_timeout: float = 920.0
+    connect_timeout: float = LabelingSettings.outbound_connect_timeout
+    # Seconds the server may stay silent while we wait for more of its reply.
+    read_timeout: float = LabelingSettings.outbound_read_timeout
     # Seconds one send of request bytes may block.
     write_timeout: float = 60.0
     # Seconds for the whole call: every attempt, redirect hop and backoff wait together.
-    total_timeout: float = 1200.0
+    total_timeout: float = LabelingSettings.outbound_total_timeout
     # Bytes of reply body (after undoing gzip/deflate) accepted; more is OutboundReplyTooLarge.
-    max_reply_bytes: int = 32 * 1024 * 1024
+    max_reply_bytes: int = LabelingSettings.outbound_max_reply_bytes
     # Redirect hops followed (each one checked against the policy again); 0 follows none.
     max_redirects: int = 5
     # Extra attempts after the first, on connection errors, 429 and 5xx replies.
-    retries: int = 3
+    retries: int = LabelingSettings.outbound_retries
     # Seconds before the first retry; doubles per retry, with random jitter of up to half.
-    backoff_base: float = 0.5
+    backoff_base: float = LabelingSettings.outbound_backoff_seconds
     # Seconds: the most one backoff wait grows to.
     backoff_max: float = 10.0
     # Seconds: the most a server's Retry-After makes us wait; longer asks are waited this long.

@@ -173,9 +173,7 @@ class Receiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 receiver.calls.append(
-                    Received(
-                        body, {k.lower(): v for k, v in self.headers.items()}, time.time()
-                    )
+                    Received(body, {k.lower(): v for k, v in self.headers.items()}, time.time())
                 )
                 status = receiver.statuses.pop(0) if receiver.statuses else 204
                 self.send_response(status)

@@ -106,13 +106,9 @@ def test_5xx_is_retried_with_backoff_and_4xx_is_not(
     assert len(_calls_for(receiver, gone["id"], 2, timeout=0)) == 1
 
 
-def test_a_cancelled_job_is_announced_too(
-    client: httpx.Client, receiver: Receiver
-) -> None:
+def test_a_cancelled_job_is_announced_too(client: httpx.Client, receiver: Receiver) -> None:
     pages = [samples.text_page(PAGE_ONE, page=i) for i in range(8)]
-    job = submit(
-        client, samples.pdf(pages), "c.pdf", params={"callback_url": receiver.url}
-    ).json()
+    job = submit(client, samples.pdf(pages), "c.pdf", params={"callback_url": receiver.url}).json()
     client.delete(f"/v1/jobs/{job['id']}")
     bodies = _calls_for(receiver, job["id"], 1)
     assert bodies and json.loads(bodies[0])["status"] == "cancelled"
