@@ -8,7 +8,7 @@ from typing import Any
 from flask import Flask
 
 from . import metrics_view, openai_api
-from .async_jobs import install_jobs
+from .async_jobs.install import install_jobs
 from .config import Settings
 from .logs import configure_logging
 from .schemas import importable_validator

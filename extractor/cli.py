@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .asr.speaker_count import COUNT_FIELDS, parse_speaker_count
+from .async_jobs.client import add_commands as add_job_commands
 from .config import SPEAKER_MODES, Settings, SettingsError
 from .config.fields import add_setting_flags, settings_from_flags
 from .errors import ExtractorError
@@ -147,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="regenerate the tables between the settings-table markers of"
                                " this file instead")  # fmt: skip
     settings.set_defaults(run=_settings_doc)
+
+    add_job_commands(sub)  # submit, jobs: the asynchronous job API from a terminal
 
     sub.add_parser("labeling", help="the labeling service: serve, worker, add-user, migrate",
                    add_help=False)  # fmt: skip

@@ -35,6 +35,7 @@ from .views import _http_error as render_http_error
 from .views import authorize
 
 PATH_PREFIX = "/v1"  # every route of the OpenAI-compatible API is under it
+JOBS_PATH = "/v1/jobs"  # ... but not these: the asynchronous job routes (async_jobs.routes)
 blueprint = Blueprint("openai", __name__, url_prefix=PATH_PREFIX)
 
 MAX_PROMPT_CHARS = 2000  # OpenAI reads 224 tokens of prompt; this bounds what we pass on
@@ -229,7 +230,10 @@ def transcriptions() -> Response:
 
 
 def serves(path: str) -> bool:
-    """Whether ``path`` is one of this API's, whose errors take OpenAI's shape."""
+    """Whether ``path`` is one of this API's, whose errors take OpenAI's shape (the
+    asynchronous job routes share the ``/v1`` prefix but answer in ours)."""
+    if path == JOBS_PATH or path.startswith(JOBS_PATH + "/"):
+        return False
     return path == PATH_PREFIX or path.startswith(PATH_PREFIX + "/")
 
 

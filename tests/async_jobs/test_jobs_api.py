@@ -6,6 +6,8 @@ the synchronous errors, 4xx at submit, cancel and delete, lists, caps and the ti
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,6 +173,7 @@ def test_the_secret_guards_every_route(server: Server, png: bytes) -> None:
             files = {"upload": ("a.png", png)} if method == "POST" else None
             reply = anonymous.request(method, path, files=files)
             assert reply.status_code == 401, (method, path, reply.text)
+            assert reply.json()["error"]["code"] == "unauthorized"  # our shape, not OpenAI's
 
 
 def test_unknown_jobs_are_404(client: httpx.Client) -> None:
@@ -245,3 +248,38 @@ def test_queued_jobs_per_client_are_capped_and_jobs_expire(tmp_path: Path, png: 
                 assert cancelled["id"] not in listed and len(listed) == 2
         finally:
             server.stop()
+
+
+def test_the_command_line_submits_waits_and_lists(
+    server: Server, client: httpx.Client, pdf: bytes, tmp_path: Path
+) -> None:
+    source = tmp_path / "five.pdf"
+    source.write_bytes(pdf)
+    out = tmp_path / "five.txt"
+    command = [sys.executable, "-m", "extractor.cli"]
+    connection = ["--server", server.url, "--secret", "s3cret"]
+    done = subprocess.run(
+        [*command, "submit", str(source), *connection, "--wait", "--format", "text",
+         "-o", str(out), "-O", "ocr_rotate=off"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    progress = done.stderr.splitlines()
+    assert progress[-1].endswith("100% succeeded") and progress[-1].startswith("[####")
+    sync = client.post("/extract?ocr_rotate=off&format=text", files={"upload": ("five.pdf", pdf)})
+    assert out.read_bytes() == sync.content
+    listed = subprocess.run(
+        [*command, "jobs", *connection, "--limit", "1"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert "succeeded" in listed.stdout and "five.pdf (pdf)" in listed.stdout
+    queued = subprocess.run(
+        [*command, "submit", str(source), *connection],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert queued.stdout.startswith("ExtractionQueue:")
+    refused = subprocess.run(
+        [*command, "submit", str(source), "--server", server.url],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 1 and "401 unauthorized" in refused.stderr
