@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.by import By
 from test_page import (  # noqa: F401  (fixtures used by name)
     PDF_PAGES,
     ask_server,
@@ -20,9 +22,6 @@ from test_page import (  # noqa: F401  (fixtures used by name)
 )
 
 from extractor import samples
-
-from selenium.webdriver.chrome.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
 
 
 def test_a_file_sent_as_a_job_shows_the_same_result(
