@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5  # how often due deliveries are looked for without a wake-up
 SWEEP_SECONDS = 5.0  # how often waiting webhooks are checked for jobs that ended elsewhere
-PURGE_SECONDS = 60.0  # how often expired jobs are deleted
+PURGE_SECONDS = 60.0  # how often expired jobs are deleted (more often for a short time to live)
 BATCH = 20  # deliveries taken per look
 
 
@@ -69,7 +69,7 @@ class Deliveries:
                 if now - swept >= SWEEP_SECONDS:
                     self.sweep()
                     swept = now
-                if now - purged >= PURGE_SECONDS:
+                if now - purged >= min(PURGE_SECONDS, self.jobs.settings.job_ttl_seconds / 2):
                     if gone := self.jobs.purge():
                         log.info("deleted %d job(s) past their time to live", gone)
                     purged = now

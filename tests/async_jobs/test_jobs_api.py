@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from jobs_support import Server, fresh_database, serve, submit, wait_for
+from sqlalchemy import create_engine, text
 from support import PAGE_ONE, PAGE_TWO
 
 from extractor import samples
@@ -246,6 +247,24 @@ def test_queued_jobs_per_client_are_capped_and_jobs_expire(tmp_path: Path, png: 
                 assert client.get(f"/v1/jobs/{cancelled['id']}").status_code == 404
                 listed = {job["id"] for job in client.get("/v1/jobs").json()["data"]}
                 assert cancelled["id"] not in listed and len(listed) == 2
+            engine = create_engine(url)  # and its rows are deleted soon after
+            try:
+                deadline = time.monotonic() + 30
+                while True:
+                    with engine.connect() as connection:
+                        left = connection.execute(
+                            text(
+                                "SELECT (SELECT count(*) FROM jobs WHERE id = :id)"
+                                " + (SELECT count(*) FROM extraction_jobs WHERE job_id = :id)"
+                            ),
+                            {"id": cancelled["id"]},
+                        ).scalar_one()
+                    if left == 0 or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.5)
+            finally:
+                engine.dispose()
+            assert left == 0
         finally:
             server.stop()
 

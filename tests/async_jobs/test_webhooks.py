@@ -147,3 +147,18 @@ def test_without_a_webhook_secret_callbacks_are_refused(tmp_path: Path, png: byt
                 assert "EXTRACTOR_WEBHOOK_SECRET" in reply.json()["error"]["message"]
         finally:
             server.stop()
+
+
+def test_metrics_count_jobs_by_status_the_queue_and_deliveries(
+    client: httpx.Client, receiver: Receiver, png: bytes
+) -> None:
+    job = submit(client, png, "metrics.png", params={"callback_url": receiver.url}).json()
+    wait_for(client, job["id"], lambda j: j["webhook"]["status"] == "delivered")
+    text = client.get("/metrics").text
+    succeeded = re.search(r'^extractor_jobs\{status="succeeded"\} (\d+)', text, re.MULTILINE)
+    assert succeeded and int(succeeded.group(1)) >= 1
+    assert re.search(r"^extractor_jobs_queue_depth \d+", text, re.MULTILINE)
+    delivered = re.search(
+        r'^extractor_job_webhooks_total\{outcome="delivered"\} ([\d.]+)', text, re.MULTILINE
+    )
+    assert delivered and float(delivered.group(1)) >= 1
