@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from extractor.conversations import Conversation, conversation
+from extractor.samples.conversations import Conversation, conversation
 
 from . import accuracy_pages as pagesets
 from . import datasets
@@ -70,7 +70,7 @@ class TalkSpec:
 
 
 # Voices, accents, seeds and timings none of the speakers=auto thresholds were tuned on
-# (those use en+m3/en+f3/en+m7, seeds 0-1, extractor.conversations).
+# (those use en+m3/en+f3/en+m7, seeds 0-1, extractor.samples.conversations).
 TALKS = (
     TalkSpec("2 voices, 0.6 s pauses", ("en-us+m1", "en-gb-scotland+f2"), 8, 101,
              (2.0, 6.0), (0.6, 0.6)),

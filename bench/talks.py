@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from extractor.conversations import SENTENCES as CONVERSATION_SENTENCES
-from extractor.conversations import SILENT, Conversation, Turn
 from extractor.samples import decode_wav
+from extractor.samples.conversations import SENTENCES as CONVERSATION_SENTENCES
+from extractor.samples.conversations import SILENT, Conversation, Turn
 
 ACCENTS = (
     "en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp", "en-gb-x-gbclan", "en-gb-x-gbcwmd",

@@ -1,4 +1,4 @@
-"""``extractor serve | extract | check | labeling ...``: the command line of the package."""
+"""``extractor serve | extract | check | listen | labeling ...``: the command line of the package."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from extractor.replies.formats import FORMATS
+
 from .asr.speaker_count import COUNT_FIELDS, parse_speaker_count
 from .async_jobs.client import add_commands as add_job_commands
 from .config import SPEAKER_MODES, Settings, SettingsError
 from .config.fields import add_setting_flags, settings_from_flags
 from .errors import ExtractorError
-from .formats import FORMATS
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -33,10 +34,11 @@ def _serve(args: argparse.Namespace) -> int:
     from .metrics_dir import prepare_multiprocess_dir, remove_multiprocess_dir
 
     metrics_dir = prepare_multiprocess_dir(settings.tmp_dir) if settings.metrics else None
-    from .app import create_app
-    from .gunicorn_conf import gunicorn_options, intake_limits
+    from extractor.server.application import beyond_loopback, serve
+    from extractor.server.gunicorn_conf import gunicorn_options, intake_limits
+    from extractor.web.app import create_app
+
     from .logs import configure_logging
-    from .serving import beyond_loopback, serve
 
     reachable = beyond_loopback(settings.bind)
     if reachable and not settings.secret:
@@ -56,8 +58,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _extract(args: argparse.Namespace) -> int:
     """Answer as POST /extract would, for one local file, without a server."""
+    from extractor.pipeline.extraction import ExtractOptions, Extractor
+
     from .pipeline import ReplyRequest, extract_reply, workspace
-    from .service import ExtractOptions, Extractor
 
     settings = settings_from_flags(Settings, args)
     path = Path(args.file)
@@ -102,6 +105,14 @@ def _check(args: argparse.Namespace) -> int:
     )
 
 
+def _listen(args: argparse.Namespace) -> int:
+    from .realtime.listen import listen
+
+    return listen(
+        args.url, args.file, secret=args.secret, rate=args.rate, fast=args.fast, out=sys.stdout
+    )
+
+
 def _settings_doc(args: argparse.Namespace) -> int:
     """Print the settings tables, or regenerate them in place inside a README's markers."""
     from .config.docs import TABLES, named_table, write_readme
@@ -142,6 +153,19 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=float, default=120.0,
                        help="seconds to wait for each reply [default: 120]")  # fmt: skip
     check.set_defaults(run=_check)
+
+    listen = sub.add_parser("listen", help="stream FILE (or - for raw PCM16 on standard input)"
+                            " to a server's live transcription and print the words as they come")  # fmt: skip
+    listen.add_argument("file", metavar="FILE|-")
+    listen.add_argument("--url", default=os.environ.get("EXTRACTOR_URL", "http://127.0.0.1:8000"),
+                        help="the server [default: $EXTRACTOR_URL or http://127.0.0.1:8000]")  # fmt: skip
+    listen.add_argument("--secret", default=os.environ.get("EXTRACTOR_SECRET"),
+                        help="sent as 'Authorization: Bearer <secret>' [default: $EXTRACTOR_SECRET]")  # fmt: skip
+    listen.add_argument("--rate", type=int, choices=(16000, 24000), default=24000,
+                        help="sample rate of raw PCM16 on standard input [default: 24000]")  # fmt: skip
+    listen.add_argument("--fast", action="store_true",
+                        help="send FILE as fast as the server reads it, not at its own pace")  # fmt: skip
+    listen.set_defaults(run=_listen)
 
     settings = sub.add_parser("settings", help="print the Markdown tables of every setting")
     settings.add_argument("--readme", default=None, metavar="PATH",

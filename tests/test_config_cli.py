@@ -15,7 +15,7 @@ from support import PAGE_ONE, post_file
 
 from extractor import samples
 from extractor.config import Settings, SettingsError
-from extractor.serving import beyond_loopback
+from extractor.server.application import beyond_loopback
 
 README = Path(__file__).parent.parent / "README.md"
 

@@ -15,8 +15,8 @@ from extractor.cli import build_parser, main
 from extractor.config import DEFAULT_FORMATS, LabelingSettings, Settings, SettingsError
 from extractor.config.docs import TABLES, declared_here, fill_readme, settings_table
 from extractor.config.fields import SettingsBase, setting, settings_from_flags
-from extractor.formats import DEFAULT_CHOICES
 from extractor.labeling.outbound import OutboundSettings
+from extractor.replies.formats import DEFAULT_CHOICES
 
 README = Path(__file__).parent.parent / "README.md"
 

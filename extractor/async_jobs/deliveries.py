@@ -19,11 +19,11 @@ from typing import Any, cast
 
 from sqlalchemy import CursorResult, or_, select, update
 
-from .. import metrics
-from ..jobs import StorageError, utcnow
-from .extraction_jobs import ExtractionJobs, mark_webhook_due
-from .store import ExtractionJob, WebhookState
-from .webhook import Outcome, WebhookSender, backoff
+from extractor import metrics
+from extractor.async_jobs.extraction_jobs import ExtractionJobs, mark_webhook_due
+from extractor.async_jobs.store import ExtractionJob, WebhookState
+from extractor.async_jobs.webhook import Outcome, WebhookSender, backoff
+from extractor.jobs import StorageError, utcnow
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..importable import BoundingBox, Document, DocumentKind, Line, Page, Word
+from extractor.replies.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
 
 
 def dump_document(document: Document) -> bytes:

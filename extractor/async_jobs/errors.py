@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import ExtractorError
+from extractor.errors import ExtractorError
 
 
 class JobNotFound(ExtractorError):

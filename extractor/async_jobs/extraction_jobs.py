@@ -21,8 +21,16 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from ..config import Settings
-from ..jobs import (
+from extractor.async_jobs.errors import JobNotFinished, JobNotFound, JobsUnavailable, TooManyJobs
+from extractor.async_jobs.store import (
+    ExtractionJob,
+    WebhookState,
+    open_database,
+    unpack,
+    upload_chunks,
+)
+from extractor.config import Settings
+from extractor.jobs import (
     ENDED,
     JobQueue,
     JobRecord,
@@ -32,9 +40,7 @@ from ..jobs import (
     queued_of_tenant,
     utcnow,
 )
-from ..jobs.db import Database
-from .errors import JobNotFinished, JobNotFound, JobsUnavailable, TooManyJobs
-from .store import ExtractionJob, WebhookState, open_database, unpack, upload_chunks
+from extractor.jobs.db import Database
 
 log = logging.getLogger(__name__)
 

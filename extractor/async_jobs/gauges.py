@@ -14,9 +14,9 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from ..jobs import JobStatus, StorageError
-from .errors import JobsUnavailable
-from .extraction_jobs import KIND, STATUS_NAMES, ExtractionJobs
+from extractor.async_jobs.errors import JobsUnavailable
+from extractor.async_jobs.extraction_jobs import KIND, STATUS_NAMES, ExtractionJobs
+from extractor.jobs import JobStatus, StorageError
 
 log = logging.getLogger(__name__)
 

@@ -20,14 +20,14 @@ import time
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from ..config import Settings
-from ..errors import ExtractorError
-from ..jobs import JobFailure, JobInterrupted, JobRun
-from .documents import dump_document
-from .extraction_jobs import KIND, ExtractionJobs, mark_webhook_due
-from .options import parse_options
-from .store import ExtractionJob, pack
-from .work import ExtractionWork
+from extractor.async_jobs.documents import dump_document
+from extractor.async_jobs.extraction_jobs import KIND, ExtractionJobs, mark_webhook_due
+from extractor.async_jobs.options import parse_options
+from extractor.async_jobs.store import ExtractionJob, pack
+from extractor.async_jobs.work import ExtractionWork
+from extractor.config import Settings
+from extractor.errors import ExtractorError
+from extractor.jobs import JobFailure, JobInterrupted, JobRun
 
 log = logging.getLogger(__name__)
 

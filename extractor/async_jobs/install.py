@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from flask import Flask
 
-from .. import metrics
-from ..config import Settings
-from ..service import Extractor
-from .extraction_jobs import ExtractionJobs
-from .gauges import JobGauges
-from .routes import blueprint
-from .runtime import JobRuntime
-from .work import ExtractionWork
+from extractor import metrics
+from extractor.async_jobs.extraction_jobs import ExtractionJobs
+from extractor.async_jobs.gauges import JobGauges
+from extractor.async_jobs.routes import blueprint
+from extractor.async_jobs.runtime import JobRuntime
+from extractor.async_jobs.work import ExtractionWork
+from extractor.config import Settings
+from extractor.pipeline.extraction import Extractor
 
 
 def install_jobs(app: Flask, settings: Settings, extractor: Extractor) -> None:

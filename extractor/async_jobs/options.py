@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..config import Settings
-from ..service import ExtractOptions
+from extractor.config import Settings
+from extractor.pipeline.extraction import ExtractOptions
 
 if TYPE_CHECKING:
-    from .work import ExtractionWork
+    from extractor.async_jobs.work import ExtractionWork
 
 # The names a job keeps of what a client sent: every option /extract reads (the rest of the
 # text, such as callback_url, is the job's own).
@@ -36,7 +36,9 @@ def parse_options(
     text: Mapping[str, str], format: str | None, settings: Settings, work: ExtractionWork
 ) -> ExtractOptions:
     """The extraction options ``text`` asks for (``InvalidParameter`` when one is bad)."""
-    from ..views import extract_options  # the web layer's reader, until the request model
+    from extractor.web.views import (
+        extract_options,  # the web layer's reader, until the request model
+    )
 
     del format  # negotiated when the result is read
     return extract_options(text, work.extractor, settings)

@@ -13,18 +13,18 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, g, jsonify, request
 
-from ..config import Settings
-from ..errors import InvalidParameter, MissingUpload
-from ..negotiate import choose_format
-from ..net.errors import OutboundError
-from ..net.guarded import system_resolver
-from ..pipeline import check_upload, render, reply_name, workspace
-from .documents import load_document
-from .errors import InvalidCallback
-from .extraction_jobs import STATUS_OF_NAME, ExtractionJobs
-from .options import option_text, parse_options
-from .webhook import check_callback_url, policy_of
-from .work import ExtractionWork
+from extractor.async_jobs.documents import load_document
+from extractor.async_jobs.errors import InvalidCallback
+from extractor.async_jobs.extraction_jobs import STATUS_OF_NAME, ExtractionJobs
+from extractor.async_jobs.options import option_text, parse_options
+from extractor.async_jobs.webhook import check_callback_url, policy_of
+from extractor.async_jobs.work import ExtractionWork
+from extractor.config import Settings
+from extractor.errors import InvalidParameter, MissingUpload
+from extractor.net.errors import OutboundError
+from extractor.net.guarded import system_resolver
+from extractor.pipeline import check_upload, render, reply_name, workspace
+from extractor.pipeline.negotiate import choose_format
 
 blueprint = Blueprint("async_jobs", __name__)
 
@@ -35,7 +35,7 @@ DEFAULT_PAGE = 20
 def authorize(settings: Settings) -> None:
     """The same secret as every route (the web layer's check; imported when called, since
     ``POST /extract`` hands ``Prefer: respond-async`` requests to this module)."""
-    from .. import views
+    from extractor.web import views
 
     views.authorize(settings)
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import logging
 
-from ..config import Settings
-from ..jobs import WorkerPool
-from .deliveries import Deliveries
-from .errors import JobsUnavailable
-from .extraction_jobs import KIND, ExtractionJobs
-from .handler import ExtractionHandler
-from .webhook import WebhookSender, policy_of
-from .work import ExtractionWork
+from extractor.async_jobs.deliveries import Deliveries
+from extractor.async_jobs.errors import JobsUnavailable
+from extractor.async_jobs.extraction_jobs import KIND, ExtractionJobs
+from extractor.async_jobs.handler import ExtractionHandler
+from extractor.async_jobs.webhook import WebhookSender, policy_of
+from extractor.async_jobs.work import ExtractionWork
+from extractor.config import Settings
+from extractor.jobs import WorkerPool
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from typing import BinaryIO
 from sqlalchemy import JSON, DateTime, Integer, LargeBinary, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from ..jobs import utcnow
-from ..jobs.db import Database, create_tables
+from extractor.jobs import utcnow
+from extractor.jobs.db import Database, create_tables
 
 # One row of job_uploads: small enough that reading one costs little memory, large enough that
 # a 200 MB upload is 200 inserts.

@@ -31,8 +31,8 @@ from typing import Any
 
 import httpx
 
-from ..net.errors import OutboundError, OutboundRefused
-from ..net.guarded import (
+from extractor.net.errors import OutboundError, OutboundRefused
+from extractor.net.guarded import (
     GuardedBackend,
     GuardedTransport,
     Resolver,
@@ -40,7 +40,7 @@ from ..net.guarded import (
     request_scheme,
     system_resolver,
 )
-from ..net.ssrf import OutboundPolicy
+from extractor.net.ssrf import OutboundPolicy
 
 log = logging.getLogger(__name__)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..importable import Document
-from ..jobs import JobQueue
-from ..pipeline import check_upload, reply_name, workspace
-from ..service import ExtractOptions, Extractor, Timings
+from extractor.jobs import JobQueue
+from extractor.pipeline import check_upload, reply_name, workspace
+from extractor.pipeline.extraction import ExtractOptions, Extractor, Timings
+from extractor.replies.importable import Document
 
 ProgressReport = Callable[[float, float], None]
 

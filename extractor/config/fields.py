@@ -142,11 +142,18 @@ class SettingsBase:
 
     @classmethod
     def declared(cls) -> tuple[Setting, ...]:
-        """Every setting of the class, in declaration order."""
+        """Every setting of the class: those of its own body first, then its bases' (a
+        service's settings may be declared over a few classes, one per concern)."""
         if cls not in _DECLARED:
             # (mypy cannot know that every subclass is a dataclass)
-            specs = dataclasses.fields(cls)  # type: ignore[arg-type]
-            _DECLARED[cls] = tuple(_declare(cls, spec) for spec in specs)
+            specs = {spec.name: spec for spec in dataclasses.fields(cls)}  # type: ignore[arg-type]
+            names = dict.fromkeys(
+                name
+                for klass in cls.__mro__
+                for name in vars(klass).get("__annotations__", {})
+                if name in specs
+            )
+            _DECLARED[cls] = tuple(_declare(cls, specs[name]) for name in names)
         return _DECLARED[cls]
 
     @classmethod

@@ -105,7 +105,7 @@ class JobSettings(SettingsBase):
         super().__post_init__()
         # A typo in the allow-list stops the server at start, not a webhook hours later. The
         # policy lives in extractor.net, which imports nothing of the project.
-        from ..net.ssrf import OutboundPolicy
+        from extractor.net.ssrf import OutboundPolicy
 
         try:
             OutboundPolicy(self.outbound_allow, setting=self.variable("outbound_allow"))

@@ -19,7 +19,7 @@ from extractor.labeling.reply_json import (
     extraction_limits,
     parse_reply_json,
 )
-from extractor.schemas import importable_errors
+from extractor.replies.schemas import importable_errors
 
 # `Speaker 1: good morning`: a short name starting with a letter, so `10:30 call` stays text.
 SPEAKER_PREFIX = re.compile(r"^(?P<speaker>[^\W\d_][\w .'-]{0,39}?)\s*:\s+(?P<text>\S.*)$")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from extractor.async_jobs.documents import dump_document, load_document
-from extractor.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
+from extractor.replies.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
 
 # The fields the store knows; a new field of the model must be stored too (and added here).
 KNOWN_FIELDS = {

@@ -68,7 +68,7 @@ def document(reply: Reply) -> dict[str, Any]:
 def importable_validator() -> jsonschema.Draft202012Validator:
     """python-jsonschema rather than the server's compiled validator: its ``best_match`` picks
     the most telling error to show, and the kit's replies are small."""
-    from extractor.schemas import importable_schema
+    from extractor.replies.schemas import importable_schema
 
     return jsonschema.Draft202012Validator(importable_schema())
 
