@@ -25,19 +25,19 @@ BAR_WIDTH = 30
 ENDED = ("succeeded", "failed", "cancelled")
 
 
-def add_commands(sub: Any) -> None:
-    """Add ``submit`` and ``jobs`` to the ``extractor`` command's subparsers."""
-    submit = sub.add_parser("submit", help="upload FILE as an asynchronous job (POST /v1/jobs)")
+def add_commands(sub: Any) -> argparse.ArgumentParser:
+    """Add ``submit`` and ``jobs`` to the ``extractor`` command's subparsers; ``submit``'s parser,
+    to which the command line adds one flag per extraction option (as ``extract`` has) and
+    ``option_fields``, which reads them back as a query string's text."""
+    submit: argparse.ArgumentParser = sub.add_parser(
+        "submit", help="upload FILE as an asynchronous job (POST /v1/jobs)"
+    )
     submit.add_argument("file", type=Path)
     _connection_flags(submit)
     submit.add_argument("--wait", action="store_true",
                         help="show the job's progress until it ends, then write its result")  # fmt: skip
-    submit.add_argument("--format", default=None,
-                        help="the result's format (json, text, vtt, srt, hocr, alto, tsv)")  # fmt: skip
     submit.add_argument("-o", "--output", type=Path, default=None,
                         help="write the result here [default: standard output]")  # fmt: skip
-    submit.add_argument("-O", "--option", action="append", default=[], metavar="NAME=VALUE",
-                        help="any option of POST /extract, e.g. -O language=en -O words=true")  # fmt: skip
     submit.add_argument("--callback-url", default=None,
                         help="POST the job here when it ends (signed, see the README)")  # fmt: skip
     submit.set_defaults(run=run_submit)
@@ -46,6 +46,7 @@ def add_commands(sub: Any) -> None:
     jobs.add_argument("--status", default=None, help="only these statuses, comma-separated")
     jobs.add_argument("--limit", type=int, default=20, help="how many [default: 20, most 100]")
     jobs.set_defaults(run=run_jobs)
+    return submit
 
 
 def _connection_flags(parser: argparse.ArgumentParser) -> None:
@@ -77,15 +78,8 @@ def _fail(reply: httpx.Response) -> int:
 
 def run_submit(args: argparse.Namespace) -> int:
     """Upload, then (``--wait``) follow the job and write its result."""
-    params: dict[str, str] = {}
-    for option in args.option:
-        name, equals, value = option.partition("=")
-        if not equals or not name:
-            print(f"extractor: --option wants NAME=VALUE, not {option!r}", file=sys.stderr)
-            return 2
-        params[name] = value
-    if args.format:
-        params["format"] = args.format
+    fields = args.option_fields(args)
+    params: dict[str, str] = {name: value for name, value in fields.items() if value is not None}
     if args.callback_url:
         params["callback_url"] = args.callback_url
     with _client(args) as client, args.file.open("rb") as upload:

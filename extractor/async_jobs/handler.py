@@ -95,7 +95,7 @@ class ExtractionHandler:
             raise JobFailure("the job's details are gone (deleted meanwhile)", code="job_not_found")
         ended = False
         try:
-            options = parse_options(view.options, view.format, self.work.settings, self.work)
+            options = parse_options(view.options, self.work.limits())
             left = self.settings.job_timeout - run.run_seconds()
             document = self.work.extract(
                 run.queue, job_id, view.filename, options, Progress(run), left, run.check

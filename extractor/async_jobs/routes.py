@@ -23,8 +23,8 @@ from extractor.config import Settings
 from extractor.errors import InvalidParameter, MissingUpload
 from extractor.net.errors import OutboundError
 from extractor.net.guarded import system_resolver
-from extractor.pipeline import check_upload, render, reply_name, workspace
 from extractor.pipeline.negotiate import choose_format
+from extractor.pipeline.reply import check_upload, render, reply_name, workspace
 
 blueprint = Blueprint("async_jobs", __name__)
 
@@ -80,7 +80,7 @@ def submit_job() -> Response:
     fields = {**request.args.to_dict(), **request.form.to_dict()}  # a form field wins
     options = option_text(fields)
     reply_format = (fields.get("format") or "").lower() or None
-    parse_options(options, reply_format, settings, work)
+    parse_options({**options, "format": reply_format or ""}, work.limits())
     callback_url = _checked_callback(fields.get("callback_url"), settings)
     with workspace(settings) as workdir:
         path = workdir / "upload"

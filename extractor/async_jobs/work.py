@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from extractor.jobs import JobQueue
-from extractor.pipeline import check_upload, reply_name, workspace
-from extractor.pipeline.extraction import ExtractOptions, Extractor, Timings
+from extractor.pipeline.extraction import Extractor, Timings
+from extractor.pipeline.reply import check_upload, reply_name, workspace
+from extractor.pipeline.request import ExtractionRequest, Limits
 from extractor.replies.importable import Document
 
 ProgressReport = Callable[[float, float], None]
@@ -21,16 +22,16 @@ class ExtractionWork:
         self.extractor = extractor
         self.settings = extractor.settings
 
-    def installed_ocr_languages(self) -> frozenset[str]:
-        """The Tesseract languages a job's ``ocr_languages`` may name."""
-        return self.extractor.ocr.installed_languages()
+    def limits(self) -> Limits:
+        """What a job's options are checked against (as ``/extract`` checks its own)."""
+        return Limits.of(self.settings, self.extractor.ocr.installed_languages)
 
     def extract(
         self,
         queue: JobQueue,
         job_id: str,
         filename: str,
-        options: ExtractOptions,
+        options: ExtractionRequest,
         progress: ProgressReport,
         seconds: float,
         check: Callable[[], None],

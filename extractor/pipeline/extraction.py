@@ -36,26 +36,12 @@ from extractor.ocr.orientation import Reading, read_upright
 from extractor.ocr.tesseract import OcrOptions, TesseractEngine
 from extractor.pipeline.gate import EngineGate, PagesAhead
 from extractor.pipeline.progress import Progress, ReportingEngine, no_progress, shifted
+from extractor.pipeline.request import ExtractionRequest
 from extractor.pipeline.transcript import Track, shift, transcript_lines
 from extractor.replies.importable import Document, DocumentKind, Line, Page
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-# audio: "channels" transcribes each stereo channel as a speaker; "auto" diarizes the mix
-
-
-@dataclass(frozen=True)
-class ExtractOptions:
-    """Per-request choices on top of the deployment's settings."""
-
-    language: str | None = None  # audio: ISO 639-1, overrides EXTRACTOR_ASR_LANGUAGE
-    speakers: str | None = None  # audio: one of SPEAKER_MODES
-    speaker_count: SpeakerCount | None = None  # speakers=auto: num/min/max_speakers, if given
-    word_timestamps: bool = False  # audio: each word's time span in the cell's metadata
-    prompt: str | None = None  # audio: text that conditions the transcription (OpenAI 'prompt')
-    temperature: float | None = None  # audio: decoding temperature; None keeps the fallback
-    ocr_languages: str | None = None  # OCR: '+'-joined, overrides EXTRACTOR_OCR_LANGUAGES
-    ocr_rotate: bool | None = None  # OCR: turn pages upright; None: EXTRACTOR_OCR_ROTATE
 
 
 @dataclass
@@ -124,7 +110,7 @@ class Extractor:
         name: str,
         sniffed: Sniffed,
         workdir: Path,
-        options: ExtractOptions | None = None,
+        options: ExtractionRequest | None = None,
         timings: Timings | None = None,
         *,
         progress: Progress | None = None,
@@ -138,7 +124,7 @@ class Extractor:
         windows), its own ``timeout`` and ``gated=False``: it runs on the caller's thread,
         outside the gate whose slots are the synchronous requests'.
         """
-        options = options or ExtractOptions()
+        options = options or ExtractionRequest()
         timings = timings or Timings()
         seconds = self.settings.request_timeout if timeout is None else timeout
         deadline = time.monotonic() + seconds
@@ -159,7 +145,7 @@ class Extractor:
 
     def _ocr(
         self, path: Path, name: str, sniffed: Sniffed, workdir: Path, deadline: float,
-        timings: Timings, options: ExtractOptions, progress: Progress,
+        timings: Timings, options: ExtractionRequest, progress: Progress,
     ) -> Document:  # fmt: skip
         max_pages = self.settings.max_pages
         if sniffed.kind is MediaKind.PDF:
@@ -202,7 +188,7 @@ class Extractor:
 
     def _ocr_pages(
         self, count: int, page: Callable[[int], PageImage], deadline: float, timings: Timings,
-        options: ExtractOptions, progress: Progress = no_progress,
+        options: ExtractionRequest, progress: Progress = no_progress,
     ) -> list[tuple[Page, list[Line]]]:  # fmt: skip
         """OCR ``count`` pages, ``EXTRACTOR_OCR_PARALLEL_PAGES`` at a time, in page order.
 
@@ -234,7 +220,7 @@ class Extractor:
         return self._pages_in_parallel(count, one)
 
     def _ocr_page(
-        self, image: PageImage, deadline: float, timings: Timings, options: ExtractOptions,
+        self, image: PageImage, deadline: float, timings: Timings, options: ExtractionRequest,
         *, in_process: bool = True,
     ) -> tuple[Page, list[Line]]:  # fmt: skip
         if image.derived:
@@ -276,7 +262,7 @@ class Extractor:
     # -- audio ----------------------------------------------------------------------------
 
     def _audio(
-        self, path: Path, name: str, workdir: Path, options: ExtractOptions, timings: Timings,
+        self, path: Path, name: str, workdir: Path, options: ExtractionRequest, timings: Timings,
         cancel: threading.Event, progress: Progress,
     ) -> Document:  # fmt: skip
         by_channel = options.speakers == "channels"
@@ -311,7 +297,7 @@ class Extractor:
             language=language,
             beam_size=self.settings.asr_beam_size,
             vad=self.settings.asr_vad,
-            word_timestamps=options.word_timestamps,
+            word_timestamps=options.words,
             prompt=options.prompt,
             temperature=options.temperature,
             cancel=cancel,

@@ -104,7 +104,9 @@ class Session:
         self.on_step: Callable[[Session], None] = lambda _session: None  # after each step
         self.broken = False  # a step raised: the connection ends the session
         self.cpu_seconds = 0.0  # spent in steps, for the metrics and the bench
-        self.samples: deque[np.ndarray] = deque()  # converted audio not yet through the VAD
+        # Audio not yet through the VAD: pieces of an append as sent (converted one at a time,
+        # so a 15 MiB append is never held as float samples), or samples already converted.
+        self.samples: deque[memoryview | np.ndarray] = deque()
         self.audio = np.zeros(0, np.float32)  # samples from ``self.base`` on
         self.base = 0  # absolute index of ``self.audio[0]``
         self.position = 0  # samples through the VAD so far
@@ -168,7 +170,8 @@ class Session:
 
     def _update(self, event: dict[str, Any]) -> None:
         config = ev.apply_update(self.config, event)
-        if config.format != self.config.format:
+        if config.format != self.config.format:  # what came before is in the old format
+            self.samples = deque(self._converted(piece) for piece in self.samples)
             self._queue(self.input.flush())
             self.input = AudioInput(*config.format)
         if config.turn_detection != self.config.turn_detection:
@@ -187,7 +190,11 @@ class Session:
         seconds = self.input.seconds(len(data))
         self.audio_seconds += seconds
         metrics.AUDIO_SECONDS.inc(seconds)
-        self._queue(self.input.convert(data))
+        step = max(2, self.input.bytes_per_second // 2 // 2 * 2)  # half a second, whole samples
+        view = memoryview(data)
+        for start in range(0, len(view), step):
+            self.samples.append(view[start : start + step])
+        self.queued_end += round(seconds * SAMPLE_RATE)
         self.arrivals.append((self.queued_end, arrived))
 
     def arrival(self, sample: int) -> float:
@@ -231,7 +238,11 @@ class Session:
         self.emit(ev.server_event("input_audio_buffer.cleared"))
 
     # -- audio -----------------------------------------------------------------------------------
-    def _feed(self, samples: np.ndarray) -> None:
+    def _converted(self, piece: memoryview | np.ndarray) -> np.ndarray:
+        return piece if isinstance(piece, np.ndarray) else self.input.convert(bytes(piece))
+
+    def _feed(self, piece: memoryview | np.ndarray) -> None:
+        samples = self._converted(piece)
         self.audio = np.concatenate([self.audio, samples])
         self.position += len(samples)
         vad = self.config.turn_detection

@@ -279,7 +279,7 @@ def test_the_command_line_submits_waits_and_lists(
     connection = ["--server", server.url, "--secret", "s3cret"]
     done = subprocess.run(
         [*command, "submit", str(source), *connection, "--wait", "--format", "text",
-         "-o", str(out), "-O", "ocr_rotate=off"],
+         "-o", str(out), "--no-ocr-rotate"],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
