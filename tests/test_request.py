@@ -159,7 +159,8 @@ def test_every_option_is_a_cli_flag_apart_from_the_settings() -> None:
     assert options == {option.name for option in OPTIONS}
     settings = groups["settings (each also EXTRACTOR_<NAME>)"]
     assert not options & settings
-    assert {"max_pages", "asr_language"} <= settings
+    assert {"max_pages", "asr_language", "tmp_dir"} <= settings
+    assert not {"bind", "queue_size", "keepalive_timeout", "realtime_sessions"} & settings
 
 
 def test_the_try_it_page_sends_only_options_of_the_model() -> None:
