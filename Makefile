@@ -67,6 +67,8 @@ bench: install-dev
 	$(BIN)/python -m bench.run $(if $(SAMPLES),--samples $(SAMPLES))
 	@# speakers=auto: words right, speakers found, extra real-time factor and RSS (bench/speakers.md)
 	$(BIN)/python -m bench.speakers --out bench/speakers.md
+	@# live transcription: word and end-of-turn latency, WER, CPU and RSS for 1-4 streams, against the full 30 s window (bench/realtime.md)
+	$(BIN)/python -m bench.realtime --out bench/realtime.md
 	@# pages turned and skewed: CER against upright and the bare CLI, the upright page's time (bench/rotation.md)
 	$(BIN)/python -m bench.rotation --out bench/rotation.md
 	@# accuracy on recordings and pages nobody tuned on, service against bare engines

@@ -4,8 +4,10 @@
   ``x._y`` on an imported project module. A name two modules share is public (renamed), or the
   helper moves to where both can use it.
 - No module over 450 lines (Alembic migrations excepted): a bigger one is split by concern.
+- At most 12 modules directly in ``extractor/``: the others live in the subpackage of their
+  layer (ARCHITECTURE.md).
 
-Only the source is read (nothing is imported), so this runs in well under a second.
+Only the source is read (nothing is imported), so this needs no engine, model or database.
 """
 
 from __future__ import annotations
@@ -18,15 +20,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "extractor"
 MAX_LINES = 450
-
-# Work in flight on issue 20, tolerated until it lands (then the entry goes):
-# the request model (one error boundary) removes openai_api's use of views' error helpers;
-PRIVATE_USES_PENDING = {"extractor/web/openai_api.py"}
-# outbound.py is split after the settings and
-# SSRF-guard moves out of it.
-SPLITS_PENDING = {
-    "extractor/labeling/outbound.py",
-}
+MAX_TOP_LEVEL_MODULES = 12
 
 
 @dataclass(frozen=True)
@@ -146,12 +140,7 @@ def private_uses(module: Module, known: set[str]) -> list[str]:
 def test_no_module_uses_another_modules_private_names() -> None:
     modules = project_modules()
     known = {module.name for module in modules}
-    found = [
-        use
-        for module in modules
-        if str(module.path.relative_to(PACKAGE.parent)) not in PRIVATE_USES_PENDING
-        for use in private_uses(module, known)
-    ]
+    found = [use for module in modules for use in private_uses(module, known)]
     assert not found, "private names used across modules:\n" + "\n".join(found)
 
 
@@ -160,10 +149,17 @@ def test_no_module_is_over_the_line_limit() -> None:
         str(path.relative_to(PACKAGE.parent)): lines
         for path in sorted(PACKAGE.rglob("*.py"))
         if "migrations" not in path.relative_to(PACKAGE).parts
-        and str(path.relative_to(PACKAGE.parent)) not in SPLITS_PENDING
         and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert not too_long, f"modules over {MAX_LINES} lines (split them by concern): {too_long}"
+
+
+def test_few_modules_sit_directly_in_the_package() -> None:
+    top_level = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(top_level) <= MAX_TOP_LEVEL_MODULES, (
+        f"{len(top_level)} modules directly in extractor/ (at most {MAX_TOP_LEVEL_MODULES}; "
+        f"put the others in the subpackage of their layer): {top_level}"
+    )
 
 
 def test_the_checker_sees_private_uses(tmp_path: Path) -> None:

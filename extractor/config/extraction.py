@@ -2,7 +2,7 @@
 
 Every field is declared with :func:`~extractor.config.fields.setting`; from it come its
 environment variable ``EXTRACTOR_<NAME>``, the flag ``--<name>`` of ``extractor serve`` and
-``extractor extract``, its checks and its row of the README's table (``make settings-table``).
+``extractor extract``, its checks and its row of the README's tables (``make settings-table``).
 """
 
 from __future__ import annotations
@@ -157,10 +157,18 @@ class Settings(EngineSettings):
         30.0,
         "seconds",
         "Seconds of decoded audio a worker holds at once: longer audio is decoded in pieces of"
-        " this length into a temporary file (64 KB per second and channel) and transcribed in"
-        " windows of at most this length, cut at quiet moments. 60 makes a one-minute clip one"
-        " faster-whisper call as bare makes it (2 encoder passes instead of 4, 10% more of a"
-        " LibriVox minute's words) but took an hour of 8 kHz speech to 337 MB (30: 262 MB).",
+        " this length into a temporary file (64 KB per second and channel), and the VAD reads it"
+        " back in windows of at most this length, cut at quiet moments.",
+        above=0,
+    )
+    asr_speech_window_seconds: float = setting(
+        120.0,
+        "seconds",
+        "Most seconds of speech (the silence the VAD cut out not counted) one faster-whisper call"
+        " transcribes: the speech found in all windows is joined as bare faster-whisper joins"
+        " it, so audio with at most this much speech is transcribed exactly as bare"
+        " faster-whisper transcribes it (same passes, text and times); 96 KB per second held"
+        " while it runs.",
         above=0,
     )
     max_ocr_languages: int = setting(
@@ -226,6 +234,15 @@ class Settings(EngineSettings):
         "beams",
         "Beam size of a live turn's decodes (1: greedy, the fastest).",
         at_least=1,
+    )
+    realtime_min_window_seconds: float = setting(
+        10.0,
+        "seconds",
+        "Shortest audio Whisper's encoder is given for a live decode (the turn, padded with"
+        " silence to this length); 30 is Whisper's full window, as faster-whisper always"
+        " pads, about 10x the encoder's cost (bench/realtime.md).",
+        above=0,
+        at_most=30,
     )
     realtime_threads: int = setting(
         1,

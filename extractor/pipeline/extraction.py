@@ -20,6 +20,7 @@ from extractor import metrics
 from extractor.asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
 from extractor.asr.speaker_count import SpeakerCount
 from extractor.asr.speakers import SpeakerDiarizer, label_segments
+from extractor.asr.speech_windows import joins_speech, speech_spans, transcribe_spans
 from extractor.config import Settings
 from extractor.errors import EngineTimeout, InvalidParameter, SpeakerAudioTooLong
 from extractor.heap import limit_heap_retention, trim_heap
@@ -31,28 +32,12 @@ from extractor.media.spooled import decode_spooled
 from extractor.ocr.orientation import Reading, read_upright
 from extractor.ocr.tesseract import OcrOptions, TesseractEngine
 from extractor.pipeline.gate import EngineGate, PagesAhead
+from extractor.pipeline.request import ExtractionRequest
 from extractor.pipeline.transcript import Track, shift, transcript_lines
 from extractor.replies.importable import Document, DocumentKind, Line, Page
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-# audio: "channels" transcribes each stereo channel as a speaker; "auto" diarizes the mix
-
-
-@dataclass(frozen=True)
-class ExtractOptions:
-    """Per-request choices on top of the deployment's settings."""
-
-    language: str | None = None  # audio: ISO 639-1, overrides EXTRACTOR_ASR_LANGUAGE
-    speakers: str | None = None  # audio: one of SPEAKER_MODES
-    speaker_count: SpeakerCount | None = None  # speakers=auto: num/min/max_speakers, if given
-    word_timestamps: bool = False  # audio: each word's time span in the cell's metadata
-    prompt: str | None = None  # audio: text that conditions the transcription (OpenAI 'prompt')
-    temperature: float | None = None  # audio: decoding temperature; None keeps the fallback
-    ocr_languages: str | None = None  # OCR: '+'-joined, overrides EXTRACTOR_OCR_LANGUAGES
-    ocr_rotate: bool | None = None  # OCR: turn pages upright; None: EXTRACTOR_OCR_ROTATE
 
 
 @dataclass
@@ -84,7 +69,7 @@ class Extractor:
         factory = ENGINES[settings.asr_engine]
         self.speech: SpeechEngine = factory(
             settings.asr_model, settings.asr_threads, settings.asr_compute_type,
-            settings.model_cache_dir,
+            settings.model_cache_dir, settings.engine_slots,
         )  # fmt: skip
         self.gate = EngineGate(settings.engine_slots, settings.queue_size)
         self.speakers = SpeakerDiarizer(  # loads on first speakers=auto
@@ -121,11 +106,11 @@ class Extractor:
         name: str,
         sniffed: Sniffed,
         workdir: Path,
-        options: ExtractOptions | None = None,
+        options: ExtractionRequest | None = None,
         timings: Timings | None = None,
     ) -> Document:
         """Turn the file at ``path`` into a Document within the request timeout."""
-        options = options or ExtractOptions()
+        options = options or ExtractionRequest()
         timings = timings or Timings()
         deadline = time.monotonic() + self.settings.request_timeout
         cancel = threading.Event()
@@ -142,7 +127,7 @@ class Extractor:
 
     def _ocr(
         self, path: Path, name: str, sniffed: Sniffed, workdir: Path, deadline: float,
-        timings: Timings, options: ExtractOptions,
+        timings: Timings, options: ExtractionRequest,
     ) -> Document:  # fmt: skip
         max_pages = self.settings.max_pages
         if sniffed.kind is MediaKind.PDF:
@@ -181,7 +166,7 @@ class Extractor:
 
     def _ocr_pages(
         self, count: int, page: Callable[[int], PageImage], deadline: float, timings: Timings,
-        options: ExtractOptions,
+        options: ExtractionRequest,
     ) -> list[tuple[Page, list[Line]]]:  # fmt: skip
         """OCR ``count`` pages, ``EXTRACTOR_OCR_PARALLEL_PAGES`` at a time, in page order.
 
@@ -207,7 +192,7 @@ class Extractor:
         return self._pages_in_parallel(count, one)
 
     def _ocr_page(
-        self, image: PageImage, deadline: float, timings: Timings, options: ExtractOptions,
+        self, image: PageImage, deadline: float, timings: Timings, options: ExtractionRequest,
         *, in_process: bool = True,
     ) -> tuple[Page, list[Line]]:  # fmt: skip
         if image.derived:
@@ -249,7 +234,7 @@ class Extractor:
     # -- audio ----------------------------------------------------------------------------
 
     def _audio(
-        self, path: Path, name: str, workdir: Path, options: ExtractOptions, timings: Timings,
+        self, path: Path, name: str, workdir: Path, options: ExtractionRequest, timings: Timings,
         cancel: threading.Event,
     ) -> Document:  # fmt: skip
         by_channel = options.speakers == "channels"
@@ -284,7 +269,7 @@ class Extractor:
             language=language,
             beam_size=self.settings.asr_beam_size,
             vad=self.settings.asr_vad,
-            word_timestamps=options.word_timestamps,
+            word_timestamps=options.words,
             prompt=options.prompt,
             temperature=options.temperature,
             cancel=cancel,
@@ -293,7 +278,7 @@ class Extractor:
         with timings.stage("engine"):
             if two:
                 for channel in range(2):
-                    transcript = self._transcribe(tracks[channel], transcribe)
+                    transcript = self._transcribe(tracks[channel], transcribe, timings)
                     speaker = f"Speaker {channel + 1}"
                     lines += transcript_lines(transcript, duration_ms, speaker, transcribe)
                     language = language or transcript.language
@@ -303,7 +288,7 @@ class Extractor:
                     tracks[0], duration_ms, transcribe, timings, options.speaker_count
                 )
             else:
-                transcript = self._transcribe(tracks[0], transcribe)
+                transcript = self._transcribe(tracks[0], transcribe, timings)
                 lines = transcript_lines(transcript, duration_ms, None, transcribe)
                 language = transcript.language
         return Document(
@@ -316,7 +301,7 @@ class Extractor:
         count: SpeakerCount | None,
     ) -> tuple[list[Line], str | None]:  # fmt: skip
         """``speakers=auto``: transcribe with word times, diarize, then label and split lines."""
-        transcript = self._transcribe(track, replace(options, word_timestamps=True))
+        transcript = self._transcribe(track, replace(options, word_timestamps=True), timings)
         if options.cancel is not None and options.cancel.is_set():
             raise EngineTimeout("transcription took longer than the request timeout")
         with timings.stage("speakers"):
@@ -327,14 +312,24 @@ class Extractor:
             lines += transcript_lines(Transcript((segment,), None), duration_ms, speaker, options)
         return lines, transcript.language
 
-    def _transcribe(self, track: Track, options: TranscribeOptions) -> Transcript:
-        """Transcribe in windows of at most ``EXTRACTOR_AUDIO_CHUNK_SECONDS``, cut at quiet moments.
+    def _transcribe(self, track: Track, options: TranscribeOptions, timings: Timings) -> Transcript:
+        """Transcribe ``track``, holding at most one window of it at a time.
 
         Whisper's feature extraction and the VAD both work on the whole signal at once, which
-        for ten minutes of audio peaked at ~500 MB above the worker's RSS; windows bound that,
-        and a cancelled request stops at the next window for either engine.
+        for ten minutes of audio peaked at ~500 MB above the worker's RSS. With the VAD on and
+        faster-whisper, the VAD reads the track a window (``EXTRACTOR_AUDIO_CHUNK_SECONDS``) at
+        a time and the speech it finds goes to the engine joined, up to
+        ``EXTRACTOR_ASR_SPEECH_WINDOW_SECONDS`` per call, as bare faster-whisper joins it
+        (``asr.speech_windows``: each window transcribed on its own took a LibriVox minute 4
+        encoder passes against bare's 2); otherwise each window is transcribed on its own. A
+        cancelled request stops at the next window either way.
         """
         self.speech.load()  # a no-op once loaded at worker start
+        if joins_speech(self.speech, options):
+            with timings.stage("vad"):
+                spans = speech_spans(track.read, track.windows, options.cancel)
+            longest = int(self.settings.asr_speech_window_seconds * SAMPLE_RATE)
+            return transcribe_spans(self.speech, track.read, spans, options, longest)
         segments: list[TranscriptSegment] = []
         language = None
         for start, end in track.windows:

@@ -20,17 +20,26 @@ def comparable(word: str) -> str:
     return _NOT_WORD.sub("", word.lower())
 
 
+def _cut(*forms: str) -> bool:
+    """A form is the start of a longer word ("ill-" of "ill-disposed", "some..."): Whisper
+    writes a word still being spoken that way, and sending it would force the next
+    hypothesis to continue mid-word ("ill" then "-sposed")."""
+    return any(form.endswith(("-", "...", "…")) for form in forms)
+
+
 class LocalAgreement:
     """The unconfirmed hypothesis of one window; ``update`` returns the words now confirmed."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold_back: int = 0) -> None:
         self.previous: list[str] = []  # last hypothesis, after the words confirmed so far
+        self.hold_back = hold_back  # last words of a hypothesis never confirmed by it
 
     def update(self, hypothesis: list[str]) -> list[str]:
         """Confirm the common prefix of ``hypothesis`` and the previous one."""
         agreed = 0
-        for old, new in zip(self.previous, hypothesis, strict=False):
-            if comparable(old) != comparable(new) or not comparable(new):
+        candidates = hypothesis[: max(0, len(hypothesis) - self.hold_back)]
+        for old, new in zip(self.previous, candidates, strict=False):
+            if comparable(old) != comparable(new) or not comparable(new) or _cut(old, new):
                 break
             agreed += 1
         self.previous = hypothesis[agreed:]

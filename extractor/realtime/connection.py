@@ -49,7 +49,7 @@ from wsproto.events import (
 )
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from . import handshake
+from . import handshake, metrics
 from .events import ProtocolError, audio_too_large
 from .scheduler import Scheduler
 from .session import Session
@@ -231,6 +231,7 @@ class LiveConnection:
         """Send ``error`` and close with its code."""
         if self.closing:
             return
+        metrics.REFUSED.labels(error.code).inc()
         self.out += self.ws.send(Message(data=json.dumps(error.event())))
         self.close(error.close_code or POLICY, error.message[:120])
 

@@ -41,11 +41,19 @@ HOP = 160  # samples per mel frame
 class WindowDecoder:
     """One worker's Whisper for live sessions; ``decode`` is called by one thread at a time."""
 
-    def __init__(self, model: str | None, *, threads: int, compute_type: str = "int8") -> None:
+    def __init__(
+        self,
+        model: str | None,
+        *,
+        threads: int,
+        compute_type: str = "int8",
+        min_window_seconds: float = MIN_WINDOW_SECONDS,
+    ) -> None:
         from ..asr.faster import bundled_model_dir
 
         self.model_name = model or str(bundled_model_dir())
         self.threads, self.compute_type = threads, compute_type
+        self.min_window_seconds = min_window_seconds
         self._model: Any = None
         self._tokenizer: Any = None
         self._lock = threading.Lock()
@@ -88,7 +96,7 @@ class WindowDecoder:
         model, tok = self._model, self._tokenizer
         started = time.perf_counter()
         seconds = len(audio) / SAMPLE_RATE
-        total = min(max(seconds + PAD_SECONDS, MIN_WINDOW_SECONDS), MAX_WINDOW_SECONDS)
+        total = min(max(seconds + PAD_SECONDS, self.min_window_seconds), MAX_WINDOW_SECONDS)
         frames = int(total * SAMPLE_RATE) // HOP
         window = np.zeros(frames * HOP, np.float32)
         window[: min(len(audio), len(window))] = audio[: len(window)]

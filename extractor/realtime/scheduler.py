@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from . import metrics
 from .decoder import WindowDecoder
 from .session import DecodePolicy, Session
 
@@ -61,6 +62,7 @@ class Scheduler:
             )
             session.on_step = on_step
             self._sessions.append(session)
+            metrics.OPEN_STREAMS.inc()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="realtime", daemon=True)
                 self._thread.start()
@@ -71,6 +73,7 @@ class Scheduler:
         with self._ready:
             if session in self._sessions:
                 self._sessions.remove(session)
+                metrics.OPEN_STREAMS.dec()
 
     def deliver(self, session: Session, message: str | bytes) -> None:
         """A client message for ``session`` (from the main loop)."""

@@ -34,7 +34,10 @@ def realtime_server(worker: Any, settings: Any) -> RealtimeServer | None:
     )
     model = settings.asr_model if settings.asr_engine == "faster-whisper" else None
     decoder = WindowDecoder(
-        model, threads=settings.realtime_threads, compute_type=settings.asr_compute_type
+        model,
+        threads=settings.realtime_threads,
+        compute_type=settings.asr_compute_type,
+        min_window_seconds=settings.realtime_min_window_seconds,
     )
     policy = DecodePolicy(
         step_seconds=settings.realtime_step_seconds,

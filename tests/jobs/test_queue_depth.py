@@ -10,7 +10,7 @@ from sqlalchemy import text
 from extractor.jobs import JobFailure, JobQueue, QueuePolicy
 from extractor.jobs.db import Database
 
-EXTRACT_KIND = "extract"
+EXTRACT_KIND = "Extraction"  # extractor.async_jobs.extraction_jobs.KIND
 
 
 def test_the_keda_query_counts_queued_and_running_extractions(db: Database) -> None:

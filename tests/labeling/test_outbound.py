@@ -42,6 +42,7 @@ from extractor.labeling.outbound import (
     OutboundSettings,
     OutboundTimeout,
 )
+from extractor.labeling.outbound.retries import parse_retry_after
 
 SECRET = "s3cret-token-do-not-leak"
 
@@ -880,7 +881,7 @@ def test_slow_resolver_is_bounded_by_the_connect_timeout() -> None:
 
 
 def test_retry_after_parsing() -> None:
-    parse = outbound._parse_retry_after
+    parse = parse_retry_after
     assert parse("3") == 3.0
     assert parse(None) is None and parse("soon") is None and parse("-1") is None
     later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
