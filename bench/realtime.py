@@ -38,13 +38,13 @@ from typing import Any
 
 import av
 import numpy as np
-from extractor.conversations import conversation
 from websockets.sync.client import connect
 
 from bench import datasets
 from bench.accuracy_score import normalize_speech, speech_errors
 from bench.server import Server, cpu_seconds, group_status_sums
 from extractor import samples
+from extractor.samples.conversations import conversation
 
 log = logging.getLogger("bench.realtime")
 RATE = 24_000

@@ -32,28 +32,12 @@ from extractor.media.spooled import decode_spooled
 from extractor.ocr.orientation import Reading, read_upright
 from extractor.ocr.tesseract import OcrOptions, TesseractEngine
 from extractor.pipeline.gate import EngineGate, PagesAhead
+from extractor.pipeline.request import ExtractionRequest
 from extractor.pipeline.transcript import Track, shift, transcript_lines
 from extractor.replies.importable import Document, DocumentKind, Line, Page
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-# audio: "channels" transcribes each stereo channel as a speaker; "auto" diarizes the mix
-
-
-@dataclass(frozen=True)
-class ExtractOptions:
-    """Per-request choices on top of the deployment's settings."""
-
-    language: str | None = None  # audio: ISO 639-1, overrides EXTRACTOR_ASR_LANGUAGE
-    speakers: str | None = None  # audio: one of SPEAKER_MODES
-    speaker_count: SpeakerCount | None = None  # speakers=auto: num/min/max_speakers, if given
-    word_timestamps: bool = False  # audio: each word's time span in the cell's metadata
-    prompt: str | None = None  # audio: text that conditions the transcription (OpenAI 'prompt')
-    temperature: float | None = None  # audio: decoding temperature; None keeps the fallback
-    ocr_languages: str | None = None  # OCR: '+'-joined, overrides EXTRACTOR_OCR_LANGUAGES
-    ocr_rotate: bool | None = None  # OCR: turn pages upright; None: EXTRACTOR_OCR_ROTATE
 
 
 @dataclass
@@ -122,11 +106,11 @@ class Extractor:
         name: str,
         sniffed: Sniffed,
         workdir: Path,
-        options: ExtractOptions | None = None,
+        options: ExtractionRequest | None = None,
         timings: Timings | None = None,
     ) -> Document:
         """Turn the file at ``path`` into a Document within the request timeout."""
-        options = options or ExtractOptions()
+        options = options or ExtractionRequest()
         timings = timings or Timings()
         deadline = time.monotonic() + self.settings.request_timeout
         cancel = threading.Event()
@@ -143,7 +127,7 @@ class Extractor:
 
     def _ocr(
         self, path: Path, name: str, sniffed: Sniffed, workdir: Path, deadline: float,
-        timings: Timings, options: ExtractOptions,
+        timings: Timings, options: ExtractionRequest,
     ) -> Document:  # fmt: skip
         max_pages = self.settings.max_pages
         if sniffed.kind is MediaKind.PDF:
@@ -182,7 +166,7 @@ class Extractor:
 
     def _ocr_pages(
         self, count: int, page: Callable[[int], PageImage], deadline: float, timings: Timings,
-        options: ExtractOptions,
+        options: ExtractionRequest,
     ) -> list[tuple[Page, list[Line]]]:  # fmt: skip
         """OCR ``count`` pages, ``EXTRACTOR_OCR_PARALLEL_PAGES`` at a time, in page order.
 
@@ -208,7 +192,7 @@ class Extractor:
         return self._pages_in_parallel(count, one)
 
     def _ocr_page(
-        self, image: PageImage, deadline: float, timings: Timings, options: ExtractOptions,
+        self, image: PageImage, deadline: float, timings: Timings, options: ExtractionRequest,
         *, in_process: bool = True,
     ) -> tuple[Page, list[Line]]:  # fmt: skip
         if image.derived:
@@ -250,7 +234,7 @@ class Extractor:
     # -- audio ----------------------------------------------------------------------------
 
     def _audio(
-        self, path: Path, name: str, workdir: Path, options: ExtractOptions, timings: Timings,
+        self, path: Path, name: str, workdir: Path, options: ExtractionRequest, timings: Timings,
         cancel: threading.Event,
     ) -> Document:  # fmt: skip
         by_channel = options.speakers == "channels"
@@ -285,7 +269,7 @@ class Extractor:
             language=language,
             beam_size=self.settings.asr_beam_size,
             vad=self.settings.asr_vad,
-            word_timestamps=options.word_timestamps,
+            word_timestamps=options.words,
             prompt=options.prompt,
             temperature=options.temperature,
             cancel=cancel,

@@ -16,8 +16,8 @@ from extractor.media.workdirs import sweep
 from extractor.realtime.worker import RealtimeWorkerMixin
 from extractor.server.buffering_worker import BufferingThreadWorker
 from extractor.server.intake import Head, IntakeLimits, Refusal
-from extractor.web import openai_api
 from extractor.web.app import MULTIPART_SLACK
+from extractor.web.error_replies import error_document
 
 # How long a worker waits before competing for a new connection, per extraction it already has,
 # and at most: the least loaded worker wins, and a health check waits no longer than the cap.
@@ -99,7 +99,7 @@ def _require_secret(secret: str, head: Head) -> Refusal | None:
     # The same error the app raises (views.authorize), rendered as the app renders it for
     # this path: OpenAI's shape under /v1 (code "invalid_api_key"), ours elsewhere.
     error = Unauthorized("a valid 'Authorization: Bearer <secret>' header is required")
-    document = openai_api.error_document(error) if openai_api.serves(head.path) else error.to_json()
+    document = error_document(error, head.path)
     return Refusal(
         error.status,
         error.code,

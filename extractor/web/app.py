@@ -11,7 +11,7 @@ from extractor.config import Settings
 from extractor.logs import configure_logging
 from extractor.pipeline.extraction import Extractor
 from extractor.replies.schemas import importable_validator
-from extractor.web import metrics_view, openai_api
+from extractor.web import error_replies, metrics_view, openai_api
 from extractor.web.views import views
 
 MULTIPART_SLACK = 64 * 1024  # bytes of form framing allowed on top of the file itself
@@ -32,5 +32,6 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
     importable_validator()  # a broken contract file fails here, not on the first reply
     app.register_blueprint(views)
     app.register_blueprint(openai_api.blueprint)
+    error_replies.init_app(app)
     metrics_view.init_app(app)
     return app
