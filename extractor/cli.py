@@ -12,6 +12,7 @@ from pathlib import Path
 
 from extractor.pipeline.request import OPTIONS
 
+from .async_jobs.client import add_commands as add_job_commands
 from .config import Settings, SettingsError
 from .config.fields import add_setting_flags, settings_from_flags
 from .errors import ExtractorError
@@ -134,6 +135,21 @@ def _settings_doc(args: argparse.Namespace) -> int:
     return 0
 
 
+# Settings of a running server that an extraction on the command line never reads: how it
+# listens, receives and queues requests, its metrics and live transcription.
+SERVER_ONLY = (
+    "bind", "workers", "threads", "secret", "engine_slots", "queue_size", "header_timeout",
+    "body_timeout", "body_min_rate", "send_timeout", "keepalive_timeout",
+    "max_pending_connections", "malloc_huge_pages", "metrics", "metrics_require_secret",
+)  # fmt: skip
+
+
+def server_only() -> list[str]:
+    """The names of ``SERVER_ONLY`` and of every live-transcription setting."""
+    names = [declared.name for declared in Settings.declared()]
+    return [name for name in names if name in SERVER_ONLY or name.startswith("realtime_")]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="extractor", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -145,10 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     extract = sub.add_parser("extract", help="print what POST /extract would answer for FILE")
     extract.add_argument("file")
     _add_option_flags(extract)
-    # Server settings apart from the options; a setting an option of the same name overrides
-    # per request (ocr_languages, ocr_rotate) stays an EXTRACTOR_* variable here.
-    serving_only = ("bind", "workers", "threads", "secret")
-    add_setting_flags(extract, Settings, skip=(*serving_only, *(opt.name for opt in OPTIONS)))
+    # Settings apart from the options, and only those one extraction uses: the engines', the
+    # limits, the reply's. A setting an option of the same name overrides per request
+    # (ocr_languages, ocr_rotate) stays an EXTRACTOR_* variable here.
+    add_setting_flags(extract, Settings, skip=(*server_only(), *(opt.name for opt in OPTIONS)))
     extract.set_defaults(run=_extract)
 
     check = sub.add_parser("check", help="check that the extractor at URL meets the contract")
@@ -178,6 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
                           help="regenerate the tables between the settings-table markers of"
                                " this file instead")  # fmt: skip
     settings.set_defaults(run=_settings_doc)
+
+    submit = add_job_commands(sub)  # submit, jobs: the asynchronous job API from a terminal
+    _add_option_flags(submit)
+    submit.set_defaults(option_fields=_option_fields)
 
     sub.add_parser("labeling", help="the labeling service: serve, worker, add-user, migrate",
                    add_help=False)  # fmt: skip

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from flask import Flask
 
 import extractor
@@ -26,7 +27,7 @@ from extractor.cli import build_parser
 from extractor.cli import main as cli_main
 from extractor.errors import InvalidParameter
 from extractor.pipeline.request import OPTIONS, ExtractionRequest, Limits, read_request
-from extractor.web.openapi import load_openapi
+from extractor.web.openapi import OPENAPI_FILE, load_openapi
 
 JUNK = b"\x00\x01 not a document of any kind"
 OPENAI_OWN = {"format"}  # the OpenAI route answers in its own response_format instead
@@ -152,6 +153,20 @@ def test_every_option_is_documented_in_the_openapi_document() -> None:
     assert "x-extraction-options" not in json.dumps(paths)
 
 
+def test_the_yaml_declares_no_option_by_hand() -> None:
+    """The options' one declaration is the code: the YAML only marks where they go."""
+    paths = yaml.safe_load(OPENAPI_FILE.read_text(encoding="utf-8"))["paths"]
+    extract = paths["/extract"]["post"]
+    form = paths["/v1/audio/transcriptions"]["post"]["requestBody"]["content"][
+        "multipart/form-data"
+    ]["schema"]
+    names = {option.name for option in OPTIONS}
+    assert not names & {p.get("name") for p in extract["parameters"]}
+    assert not names & set(form["properties"])
+    assert extract["x-extraction-options"] == {"in": "query"}
+    assert form["x-extraction-options"] == {"in": "form", "except": sorted(OPENAI_OWN)}
+
+
 def test_every_option_is_a_cli_flag_apart_from_the_settings() -> None:
     extract = build_parser()._subparsers._group_actions[0].choices["extract"]  # type: ignore[union-attr]
     groups = {g.title: {a.dest for a in g._group_actions} for g in extract._action_groups}
@@ -159,7 +174,8 @@ def test_every_option_is_a_cli_flag_apart_from_the_settings() -> None:
     assert options == {option.name for option in OPTIONS}
     settings = groups["settings (each also EXTRACTOR_<NAME>)"]
     assert not options & settings
-    assert {"max_pages", "asr_language"} <= settings
+    assert {"max_pages", "asr_language", "tmp_dir"} <= settings
+    assert not {"bind", "queue_size", "keepalive_timeout", "realtime_sessions"} & settings
 
 
 def test_the_try_it_page_sends_only_options_of_the_model() -> None:

@@ -138,6 +138,8 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         # The heartbeat file lives in memory rather than on a possibly slow disk.
         "worker_tmp_dir": "/dev/shm",
         "post_worker_init": _load_engines,
+        # Running jobs are handed back when a worker stops (restart, max_requests, SIGTERM).
+        "worker_exit": lambda _server, worker: _stop_jobs(worker),
         # A worker killed mid-request (SIGKILL, OOM, timeout) cannot remove its request files:
         # the master sweeps the directories of dead processes when it reaps one, a new worker
         # when it starts (in case the master itself died) and the master once more on the way
@@ -161,6 +163,17 @@ def _load_engines(worker: Any) -> None:
     extractor = app.extensions.get("extractor") if hasattr(app, "extensions") else None
     if extractor is not None:
         extractor.load()
+    runtime = app.extensions.get("job_runtime") if hasattr(app, "extensions") else None
+    if runtime is not None:
+        runtime.start()  # asynchronous jobs, once the engines they use are ready
+
+
+def _stop_jobs(worker: Any) -> None:
+    """Hand this worker's running jobs back to the queue and stop sending webhooks."""
+    app = worker.wsgi
+    runtime = app.extensions.get("job_runtime") if hasattr(app, "extensions") else None
+    if runtime is not None:
+        runtime.stop()
 
 
 def _worker_exited(worker: Any, tmp_dir: str | None) -> None:

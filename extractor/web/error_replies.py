@@ -22,6 +22,7 @@ from extractor.errors import ExtractorError
 
 log = logging.getLogger("extractor.request")
 OPENAI_PREFIX = "/v1"  # every route of the OpenAI-compatible API is under it
+JOBS_PREFIX = "/v1/jobs"  # ... but the asynchronous job routes (async_jobs.routes) are ours
 OPENAI_CODES = {"unauthorized": "invalid_api_key"}  # our code -> OpenAI's name for it
 
 
@@ -55,6 +56,8 @@ def openai(problem: Problem) -> dict[str, Any]:
 
 def shape_for(path: str) -> Callable[[Problem], dict[str, Any]]:
     """The error shape of the API ``path`` belongs to."""
+    if path == JOBS_PREFIX or path.startswith(JOBS_PREFIX + "/"):
+        return ours
     if path == OPENAI_PREFIX or path.startswith(OPENAI_PREFIX + "/"):
         return openai
     return ours

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, send_from_directory
 
+from extractor.async_jobs.routes import prefers_async, submit_job
 from extractor.config import Settings
 from extractor.errors import MissingUpload, Unauthorized
 from extractor.pipeline.extraction import Extractor, Timings
@@ -41,6 +42,8 @@ def _extractor() -> Extractor:
 def extract() -> Response:
     settings, extractor = _settings(), _extractor()
     authorize(settings)
+    if prefers_async():  # RFC 7240: the same as POST /v1/jobs
+        return submit_job()
     upload = request.files.get("upload")
     if upload is None:
         others = ", ".join(sorted(request.files)) or "none"
