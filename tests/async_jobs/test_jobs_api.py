@@ -58,7 +58,7 @@ def test_a_job_answers_202_with_its_location_and_reads_like_extract(
     assert reply.headers["Location"] == f"/v1/jobs/{job['id']}"
     assert job["status"] in ("queued", "running") and job["progress"] < 1
     assert job["upload"] == {"filename": "scan.png", "kind": "image", "bytes": len(png)}
-    assert job["options"] == {"ocr_rotate": "off"}
+    assert job["options"] == {"ocr_rotate": False}
     assert len(job["id"].rsplit(":", 1)[1]) == 36  # a UUID4: 122 random bits
     done = wait_for(client, job["id"])
     assert done["status"] == "succeeded" and done["progress"] == 1
@@ -146,7 +146,7 @@ def test_options_may_be_form_fields(client: httpx.Client, png: bytes) -> None:
     reply = submit(client, png, "form.png", form={"ocr_rotate": "off", "format": "text"})
     assert reply.status_code == 202, reply.text
     job = wait_for(client, reply.json()["id"])
-    assert job["options"] == {"ocr_rotate": "off"} and job["format"] == "text"
+    assert job["options"] == {"ocr_rotate": False} and job["format"] == "text"
     result = client.get(f"/v1/jobs/{job['id']}/result")  # the format given at submit
     assert result.headers["Content-Type"].startswith("text/plain")
     bad = submit(client, png, "form.png", form={"words": "maybe"})
@@ -302,3 +302,24 @@ def test_the_command_line_submits_waits_and_lists(
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert refused.returncode == 1 and "401 unauthorized" in refused.stderr
+
+
+def test_an_audio_result_is_byte_equal_in_every_format(
+    client: httpx.Client, speech_wav: bytes
+) -> None:
+    params = {"words": "true", "language": "en"}
+    job = submit(client, speech_wav, "spoken.wav", params=params).json()
+    assert job["options"] == {"words": True, "language": "en"}
+    done = wait_for(client, job["id"])
+    assert done["status"] == "succeeded" and done["upload"]["kind"] == "audio"
+    for fmt in ("json", "text", "vtt", "srt"):
+        sync = client.post(
+            "/extract",
+            params={**params, "format": fmt},
+            files={"upload": ("spoken.wav", speech_wav)},
+        )
+        stored = client.get(f"/v1/jobs/{job['id']}/result", params={"format": fmt})
+        assert sync.status_code == stored.status_code == 200, (fmt, stored.text)
+        assert stored.content == sync.content, fmt
+    hocr = client.get(f"/v1/jobs/{job['id']}/result", params={"format": "hocr"})
+    assert hocr.status_code == 400  # as /extract: hOCR is for images and PDFs
