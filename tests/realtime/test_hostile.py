@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from realtime_support import FIRST, append, noise, pcm, silence, transcript_words
 from support import start_server, stop_server
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, Message, Request
@@ -103,3 +104,27 @@ def test_a_client_that_never_reads_is_dropped_and_others_go_on(server: tuple[str
     assert dropped, "the server kept a connection whose client never reads"
     with connect(ws_url(url), open_timeout=30) as other:
         assert json.loads(other.recv(timeout=30))["type"] == "session.created"
+
+
+def test_a_session_past_its_length_is_ended() -> None:
+    url, process = start_server("--workers", "1", "--realtime-session-seconds", "3")
+    try:
+        with connect(ws_url(url), open_timeout=60) as ws:
+            assert json.loads(ws.recv(timeout=30))["type"] == "session.created"
+            started = time.monotonic()
+            got = None
+            while got is None or got["type"] != "error":
+                ws.send(append(silence(0.2)))  # busy, never idle: the length is what ends it
+                try:
+                    got = json.loads(ws.recv(timeout=0.2))
+                except TimeoutError:
+                    continue
+            assert got["error"]["code"] == "session_expired"
+            assert "EXTRACTOR_REALTIME_SESSION_SECONDS" in got["error"]["message"]
+            with pytest.raises(ConnectionClosed):
+                while True:
+                    ws.recv(timeout=10)
+            assert ws.close_code == 1001
+            assert 2.5 < time.monotonic() - started < 15
+    finally:
+        stop_server(process)
