@@ -205,7 +205,9 @@ def test_lists_are_newest_first_paged_and_filtered(client: httpx.Client, png: by
         assert client.get("/v1/jobs", params=params).status_code == 400
 
 
-def test_delete_cancels_a_running_job_and_then_deletes_it(client: httpx.Client, png: bytes) -> None:
+def test_delete_cancels_a_running_job_and_then_deletes_it(
+    server: Server, client: httpx.Client, png: bytes
+) -> None:
     pages = [samples.text_page(PAGE_ONE, page=i) for i in range(6)]
     long = samples.pdf(pages)
     job = submit(client, long, "long.pdf").json()
@@ -214,6 +216,10 @@ def test_delete_cancels_a_running_job_and_then_deletes_it(client: httpx.Client, 
     cancelled = client.delete(f"/v1/jobs/{job['id']}")
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
     assert cancelled.json()["deleted"] is False
+    # Its worker stops at its next page (a second or so), not after the six pages.
+    while f"job {job['id']} interrupted" not in server.log_text():
+        assert time.monotonic() - asked < 20, "the cancelled job's worker did not stop"
+        time.sleep(0.2)
     # Its worker stops at its next page: the next job runs soon after, not after 6 pages.
     after = wait_for(client, submit(client, png, "next.png").json()["id"])
     assert after["status"] == "succeeded"

@@ -137,6 +137,23 @@ def test_the_readme_verification_example_accepts_a_real_call(
         verify(body, headers, "another secret")
 
 
+def test_a_receiver_slower_than_the_timeout_is_tried_again(tmp_path: Path, png: bytes) -> None:
+    slow = Receiver(delays=[3.0])  # the first call outlasts EXTRACTOR_WEBHOOK_TIMEOUT=1
+    with fresh_database("sqlite", tmp_path, None) as url:
+        server = serve(
+            tmp_path, url, webhook_timeout=1, outbound_allow=f"http://127.0.0.1:{slow.port}"
+        )
+        try:
+            with server.client() as client:
+                job = submit(client, png, "slow.png", params={"callback_url": slow.url}).json()
+                done = wait_for(client, job["id"], lambda j: j["webhook"]["status"] != "pending")
+        finally:
+            server.stop()
+            slow.close()
+    assert done["webhook"]["status"] == "delivered" and done["webhook"]["attempts"] == 2
+    assert len(slow.calls) == 2
+
+
 def test_without_a_webhook_secret_callbacks_are_refused(tmp_path: Path, png: bytes) -> None:
     with fresh_database("sqlite", tmp_path, None) as url:
         server = serve(tmp_path, url, webhook_secret="", job_workers=0)
