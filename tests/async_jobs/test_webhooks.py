@@ -106,6 +106,20 @@ def test_5xx_is_retried_with_backoff_and_4xx_is_not(
     assert len(_calls_for(receiver, gone["id"], 2, timeout=0)) == 1
 
 
+def test_a_failed_job_is_announced_with_its_error(client: httpx.Client, receiver: Receiver) -> None:
+    broken = b"%PDF-1.4\n" + b"not a PDF at all " * 200  # sniffed as a PDF, fails to render
+    sync = client.post("/extract", files={"upload": ("broken.pdf", broken)})
+    assert sync.status_code >= 400
+    job = submit(client, broken, "broken.pdf", params={"callback_url": receiver.url}).json()
+    done = wait_for(client, job["id"])
+    assert done["status"] == "failed" and done["error"] == sync.json()["error"]
+    bodies = _calls_for(receiver, job["id"], 1)
+    assert bodies and json.loads(bodies[0])["status"] == "failed"
+    assert json.loads(bodies[0])["error"] == sync.json()["error"]
+    call = next(c for c in receiver.calls if c.body == bodies[0])
+    assert call.at - _finished(done) < 2.0
+
+
 def test_a_cancelled_job_is_announced_too(client: httpx.Client, receiver: Receiver) -> None:
     pages = [samples.text_page(PAGE_ONE, page=i) for i in range(8)]
     job = submit(client, samples.pdf(pages), "c.pdf", params={"callback_url": receiver.url}).json()
