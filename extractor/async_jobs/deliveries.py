@@ -156,10 +156,27 @@ class Deliveries:
                 attempts = (row.webhook_attempts if row is not None else 0) + 1
             if view is None or url is None:
                 return
+            if not view.ended:
+                # Marked due by a worker a moment before the queue recorded the end (a failure
+                # is recorded after its handler returns): look again shortly, no attempt spent.
+                self._later(job_id)
+                return
             outcome = self.sender.send(url, view.to_json())
             self._record(job_id, attempts, outcome)
         except StorageError:
             log.exception("cannot record the webhook of job %s; its lease will expire", job_id)
+
+    def _later(self, job_id: str) -> None:
+        """Hand a delivery back, due again after the next poll."""
+        with self.jobs.db.session() as session:
+            session.execute(
+                update(ExtractionJob)
+                .where(ExtractionJob.job_id == job_id)
+                .values(
+                    webhook_locked_until=None,
+                    webhook_next_at=utcnow() + timedelta(seconds=POLL_SECONDS),
+                )
+            )
 
     def _record(self, job_id: str, attempts: int, outcome: Outcome) -> None:
         """Store how the attempt went; schedule the next one or end the delivery."""

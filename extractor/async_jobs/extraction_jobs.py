@@ -86,7 +86,7 @@ class JobView:
     filename: str
     media_kind: str
     size: int
-    options: dict[str, str]
+    options: dict[str, Any]
     format: str | None
     callback_url: str | None
     webhook_state: str | None
@@ -221,7 +221,7 @@ class ExtractionJobs:
         filename: str,
         media_kind: str,
         media_format: str,
-        options: dict[str, str],
+        options: dict[str, Any],
         format: str | None,
         callback_url: str | None,
         client: str,

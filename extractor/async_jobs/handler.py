@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from extractor.async_jobs.documents import dump_document
 from extractor.async_jobs.extraction_jobs import KIND, ExtractionJobs, mark_webhook_due
-from extractor.async_jobs.options import parse_options
+from extractor.async_jobs.options import job_request
 from extractor.async_jobs.store import ExtractionJob, pack
 from extractor.async_jobs.work import ExtractionWork
 from extractor.config import Settings
@@ -95,7 +95,7 @@ class ExtractionHandler:
             raise JobFailure("the job's details are gone (deleted meanwhile)", code="job_not_found")
         ended = False
         try:
-            options = parse_options(view.options, self.work.limits())
+            options = job_request(view.options)
             left = self.settings.job_timeout - run.run_seconds()
             document = self.work.extract(
                 run.queue, job_id, view.filename, options, Progress(run), left, run.check

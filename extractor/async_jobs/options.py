@@ -1,24 +1,29 @@
-"""A job's options: the text the client sent (query parameters or form fields), read into the
-one request model of every entrance (``pipeline.request``) at submit time (a bad option is a
-400 there, as on ``/extract``) and again when the job runs (so a job's options mean on any
-server what they meant to ``/extract``)."""
+"""A job's options: read from the client's text (query parameters or form fields) into the one
+request model of every entrance (``pipeline.request``) at submit time, so a bad option is the
+400 ``/extract`` gives; kept as the request's ``given()`` values and made into the same
+``ExtractionRequest`` again when the job runs, on whichever server."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from extractor.pipeline.request import OPTIONS, ExtractionRequest, Limits, read_request
-
-# The options a job keeps as it was sent: every extraction option but the reply format, which
-# the job keeps on its own (the result's default format, checked against the upload's kind).
-OPTION_NAMES = tuple(option.name for option in OPTIONS if option.name != "format")
+from extractor.pipeline.request import ExtractionRequest, Limits, read_request
 
 
-def option_text(fields: Mapping[str, str]) -> dict[str, str]:
-    """The options among a request's text fields, as sent."""
-    return {name: fields[name] for name in OPTION_NAMES if fields.get(name)}
+def read_options(fields: Mapping[str, str], limits: Limits) -> ExtractionRequest:
+    """The request the text ``fields`` asks for (``InvalidParameter`` naming a bad option)."""
+    return read_request(fields, limits)
 
 
-def parse_options(text: Mapping[str, str], limits: Limits) -> ExtractionRequest:
-    """The extraction request ``text`` asks for (``InvalidParameter`` when an option is bad)."""
-    return read_request(text, limits)
+def stored_options(request: ExtractionRequest) -> dict[str, Any]:
+    """What a job keeps of ``request``: the options given, as JSON values, but the reply format
+    (the job keeps that apart: the result's default format)."""
+    given = request.given()
+    given.pop("format", None)
+    return given
+
+
+def job_request(options: Mapping[str, Any]) -> ExtractionRequest:
+    """The request a job's stored options make."""
+    return ExtractionRequest(**options)

@@ -16,7 +16,7 @@ from flask import Blueprint, Response, current_app, g, jsonify, request
 from extractor.async_jobs.documents import load_document
 from extractor.async_jobs.errors import InvalidCallback
 from extractor.async_jobs.extraction_jobs import STATUS_OF_NAME, ExtractionJobs
-from extractor.async_jobs.options import option_text, parse_options
+from extractor.async_jobs.options import read_options, stored_options
 from extractor.async_jobs.webhook import check_callback_url, policy_of
 from extractor.async_jobs.work import ExtractionWork
 from extractor.config import Settings
@@ -78,9 +78,9 @@ def submit_job() -> Response:
             f" (file fields received: {others})"
         )
     fields = {**request.args.to_dict(), **request.form.to_dict()}  # a form field wins
-    options = option_text(fields)
-    reply_format = (fields.get("format") or "").lower() or None
-    parse_options({**options, "format": reply_format or ""}, work.limits())
+    wanted = read_options(fields, work.limits())
+    options = stored_options(wanted)
+    reply_format = wanted.format
     callback_url = _checked_callback(fields.get("callback_url"), settings)
     with workspace(settings) as workdir:
         path = workdir / "upload"

@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from sqlalchemy import JSON, DateTime, Integer, LargeBinary, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -56,9 +56,9 @@ class ExtractionJob(ExtractionBase):
     media_kind: Mapped[str] = mapped_column(String(16))  # audio, image, pdf
     media_format: Mapped[str] = mapped_column(String(40))  # what the sniffer named it
     size: Mapped[int] = mapped_column(Integer)
-    # The options as the client wrote them (query or form text): parsed by the same code as
-    # /extract when submitted (4xx) and again when the job runs.
-    options: Mapped[dict[str, str]] = mapped_column(JSON)
+    # The options given (ExtractionRequest.given(): JSON values, the format apart), read from
+    # the client's text by the same code as /extract when submitted (4xx).
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
     format: Mapped[str | None] = mapped_column(String(16))  # ?format= at submit, if any
     client: Mapped[str] = mapped_column(String(80))
     document: Mapped[bytes | None] = mapped_column(LargeBinary)  # zlib of documents.dump

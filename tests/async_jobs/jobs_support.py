@@ -159,10 +159,12 @@ class Received:
 
 @dataclass
 class Receiver:
-    """A loopback HTTP server recording POSTs; answers ``statuses`` in turn, then 204."""
+    """A loopback HTTP server recording POSTs; answers ``statuses`` in turn (after ``delays``),
+    then 204."""
 
     host: str = "127.0.0.1"
     statuses: list[int] = field(default_factory=list)
+    delays: list[float] = field(default_factory=list)  # seconds before answering, in turn
     calls: list[Received] = field(default_factory=list)
     connections: int = 0
 
@@ -175,6 +177,8 @@ class Receiver:
                 receiver.calls.append(
                     Received(body, {k.lower(): v for k, v in self.headers.items()}, time.time())
                 )
+                if receiver.delays:
+                    time.sleep(receiver.delays.pop(0))
                 status = receiver.statuses.pop(0) if receiver.statuses else 204
                 self.send_response(status)
                 self.send_header("Content-Length", "0")

@@ -58,7 +58,7 @@ def test_a_job_answers_202_with_its_location_and_reads_like_extract(
     assert reply.headers["Location"] == f"/v1/jobs/{job['id']}"
     assert job["status"] in ("queued", "running") and job["progress"] < 1
     assert job["upload"] == {"filename": "scan.png", "kind": "image", "bytes": len(png)}
-    assert job["options"] == {"ocr_rotate": "off"}
+    assert job["options"] == {"ocr_rotate": False}
     assert len(job["id"].rsplit(":", 1)[1]) == 36  # a UUID4: 122 random bits
     done = wait_for(client, job["id"])
     assert done["status"] == "succeeded" and done["progress"] == 1
@@ -146,7 +146,7 @@ def test_options_may_be_form_fields(client: httpx.Client, png: bytes) -> None:
     reply = submit(client, png, "form.png", form={"ocr_rotate": "off", "format": "text"})
     assert reply.status_code == 202, reply.text
     job = wait_for(client, reply.json()["id"])
-    assert job["options"] == {"ocr_rotate": "off"} and job["format"] == "text"
+    assert job["options"] == {"ocr_rotate": False} and job["format"] == "text"
     result = client.get(f"/v1/jobs/{job['id']}/result")  # the format given at submit
     assert result.headers["Content-Type"].startswith("text/plain")
     bad = submit(client, png, "form.png", form={"words": "maybe"})
@@ -205,7 +205,9 @@ def test_lists_are_newest_first_paged_and_filtered(client: httpx.Client, png: by
         assert client.get("/v1/jobs", params=params).status_code == 400
 
 
-def test_delete_cancels_a_running_job_and_then_deletes_it(client: httpx.Client, png: bytes) -> None:
+def test_delete_cancels_a_running_job_and_then_deletes_it(
+    server: Server, client: httpx.Client, png: bytes
+) -> None:
     pages = [samples.text_page(PAGE_ONE, page=i) for i in range(6)]
     long = samples.pdf(pages)
     job = submit(client, long, "long.pdf").json()
@@ -214,6 +216,10 @@ def test_delete_cancels_a_running_job_and_then_deletes_it(client: httpx.Client, 
     cancelled = client.delete(f"/v1/jobs/{job['id']}")
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
     assert cancelled.json()["deleted"] is False
+    # Its worker stops at its next page (a second or so), not after the six pages.
+    while f"job {job['id']} interrupted" not in server.log_text():
+        assert time.monotonic() - asked < 20, "the cancelled job's worker did not stop"
+        time.sleep(0.2)
     # Its worker stops at its next page: the next job runs soon after, not after 6 pages.
     after = wait_for(client, submit(client, png, "next.png").json()["id"])
     assert after["status"] == "succeeded"
@@ -302,3 +308,24 @@ def test_the_command_line_submits_waits_and_lists(
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert refused.returncode == 1 and "401 unauthorized" in refused.stderr
+
+
+def test_an_audio_result_is_byte_equal_in_every_format(
+    client: httpx.Client, speech_wav: bytes
+) -> None:
+    params = {"words": "true", "language": "en"}
+    job = submit(client, speech_wav, "spoken.wav", params=params).json()
+    assert job["options"] == {"words": True, "language": "en"}
+    done = wait_for(client, job["id"])
+    assert done["status"] == "succeeded" and done["upload"]["kind"] == "audio"
+    for fmt in ("json", "text", "vtt", "srt"):
+        sync = client.post(
+            "/extract",
+            params={**params, "format": fmt},
+            files={"upload": ("spoken.wav", speech_wav)},
+        )
+        stored = client.get(f"/v1/jobs/{job['id']}/result", params={"format": fmt})
+        assert sync.status_code == stored.status_code == 200, (fmt, stored.text)
+        assert stored.content == sync.content, fmt
+    hocr = client.get(f"/v1/jobs/{job['id']}/result", params={"format": "hocr"})
+    assert hocr.status_code == 400  # as /extract: hOCR is for images and PDFs

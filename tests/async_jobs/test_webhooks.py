@@ -106,6 +106,20 @@ def test_5xx_is_retried_with_backoff_and_4xx_is_not(
     assert len(_calls_for(receiver, gone["id"], 2, timeout=0)) == 1
 
 
+def test_a_failed_job_is_announced_with_its_error(client: httpx.Client, receiver: Receiver) -> None:
+    broken = b"%PDF-1.4\n" + b"not a PDF at all " * 200  # sniffed as a PDF, fails to render
+    sync = client.post("/extract", files={"upload": ("broken.pdf", broken)})
+    assert sync.status_code >= 400
+    job = submit(client, broken, "broken.pdf", params={"callback_url": receiver.url}).json()
+    done = wait_for(client, job["id"])
+    assert done["status"] == "failed" and done["error"] == sync.json()["error"]
+    bodies = _calls_for(receiver, job["id"], 1)
+    assert bodies and json.loads(bodies[0])["status"] == "failed"
+    assert json.loads(bodies[0])["error"] == sync.json()["error"]
+    call = next(c for c in receiver.calls if c.body == bodies[0])
+    assert call.at - _finished(done) < 2.0
+
+
 def test_a_cancelled_job_is_announced_too(client: httpx.Client, receiver: Receiver) -> None:
     pages = [samples.text_page(PAGE_ONE, page=i) for i in range(8)]
     job = submit(client, samples.pdf(pages), "c.pdf", params={"callback_url": receiver.url}).json()
@@ -135,6 +149,23 @@ def test_the_readme_verification_example_accepts_a_real_call(
         verify(body + b" ", headers, WEBHOOK_SECRET)
     with pytest.raises(ValueError):
         verify(body, headers, "another secret")
+
+
+def test_a_receiver_slower_than_the_timeout_is_tried_again(tmp_path: Path, png: bytes) -> None:
+    slow = Receiver(delays=[3.0])  # the first call outlasts EXTRACTOR_WEBHOOK_TIMEOUT=1
+    with fresh_database("sqlite", tmp_path, None) as url:
+        server = serve(
+            tmp_path, url, webhook_timeout=1, outbound_allow=f"http://127.0.0.1:{slow.port}"
+        )
+        try:
+            with server.client() as client:
+                job = submit(client, png, "slow.png", params={"callback_url": slow.url}).json()
+                done = wait_for(client, job["id"], lambda j: j["webhook"]["status"] != "pending")
+        finally:
+            server.stop()
+            slow.close()
+    assert done["webhook"]["status"] == "delivered" and done["webhook"]["attempts"] == 2
+    assert len(slow.calls) == 2
 
 
 def test_without_a_webhook_secret_callbacks_are_refused(tmp_path: Path, png: bytes) -> None:
