@@ -21,10 +21,14 @@ from support import PAGE_ONE, PAGE_TWO
 from extractor import samples
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """A server on each job database; every test here runs on both."""
     tmp = tmp_path_factory.mktemp("jobs-api")
-    with fresh_database("sqlite", tmp, None) as url:
+    admin = request.getfixturevalue("postgres_admin_url") if request.param != "sqlite" else None
+    with fresh_database(request.param, tmp, admin) as url:
         running = serve(tmp, url, max_pages=6, job_workers=1, secret="s3cret")
         yield running
         running.stop()
