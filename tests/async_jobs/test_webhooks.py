@@ -20,6 +20,8 @@ from support import PAGE_ONE
 
 from extractor import samples
 
+pytestmark = pytest.mark.slow  # real servers and engines: make test, not test-fast
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
