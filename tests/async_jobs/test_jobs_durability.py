@@ -14,6 +14,8 @@ from support import PAGE_ONE, PAGE_TWO
 
 from extractor import samples
 
+pytestmark = pytest.mark.slow  # real servers and engines: make test, not test-fast
+
 PAGES = 8
 
 

@@ -15,6 +15,8 @@ from support import PAGE_ONE, SPOKEN, requires_espeak
 
 from extractor import samples
 
+pytestmark = pytest.mark.slow  # real servers and engines: make test, not test-fast
+
 SAMPLES = 7
 
 
