@@ -83,7 +83,7 @@ RUN /opt/extractor/bin/pip install --no-deps . \
  && /opt/extractor/bin/pip uninstall --yes pip setuptools \
  && /opt/extractor/bin/python -m compileall -q -j 0 -x '/py31[2-9]_' /opt/extractor/lib \
  && /opt/extractor/bin/python -c "import av, ctranslate2, jsonschema_rs, numpy, onnxruntime, \
-        PIL.Image, psycopg, pypdfium2, tokenizers, faster_whisper, extractor.app, \
+        PIL.Image, psycopg, pypdfium2, tokenizers, faster_whisper, extractor.web.app, \
         extractor.labeling.app" \
  && mkdir -p /var/cache/extractor \
  && if [ "$ENGINES" = openai ]; then \
@@ -132,7 +132,7 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python3", "-c", "import os, urllib.request; port = os.environ.get('EXTRACTOR_BIND', ':8000').rpartition(':')[2]; urllib.request.urlopen(f'http://127.0.0.1:{port}/readyz', timeout=4)"]
 
-# `extractor serve`: gunicorn with extractor/gunicorn_conf.py (gthread workers, no preload,
+# `extractor serve`: gunicorn with extractor/server/gunicorn_conf.py (gthread workers, no preload,
 # models loaded per worker after the fork). `labeling serve|worker|migrate` run the labeling
 # service from the same image (see compose.yaml).
 ENTRYPOINT ["extractor"]

@@ -79,8 +79,9 @@ accuracy: install-dev
 accuracy-baseline: install-dev
 	$(BIN)/python -m bench.accuracy_gate --write-baseline
 
+# Regenerate the README's settings tables from the declarations in extractor/config/.
 settings-table: install
-	@$(BIN)/extractor settings
+	@$(BIN)/extractor settings --readme README.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from extractor.conversations import Conversation, conversation
+from extractor.samples.conversations import Conversation, conversation
 
 from . import accuracy_pages as pagesets
 from . import datasets
@@ -70,7 +70,7 @@ class TalkSpec:
 
 
 # Voices from bench.talks.ACCURACY_VARIANTS only: a pool shared with neither the speakers
-# tuning set (whose voices, with m3/f3/m7 of extractor.conversations, chose every threshold)
+# tuning set (whose voices, with m3/f3/m7 of extractor.samples.conversations, chose every threshold)
 # nor the held-out test set (bench/speakers.md). Seeds and timings are this harness's own.
 TALKS = (
     TalkSpec("2 voices, 0.6 s pauses", ("en-us+iven", "en-gb-scotland+rob"), 8, 101,

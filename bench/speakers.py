@@ -1,7 +1,7 @@
 """``python -m bench.speakers``: what ``speakers=auto`` costs and how right it is.
 
 One real ``extractor serve`` worker on loopback gets generated conversations (two and three
-espeak-ng voices taking turns of 2-8 s, ``extractor.conversations``) with and without
+espeak-ng voices taking turns of 2-8 s, ``extractor.samples.conversations``) with and without
 ``speakers=auto``, alternately, so machine noise hits both sides alike. Reported: the share of
 words given to the right speaker (best label mapping), speakers found against speakers there,
 the extra real-time factor (median with minus median without, over the audio's length; also
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from extractor.asr.speakers import speakers_available
-from extractor.conversations import VOICES, Conversation, conversation, word_accuracy
+from extractor.samples.conversations import VOICES, Conversation, conversation, word_accuracy
 
 from .server import Server, memory_mb, reset_peak
 

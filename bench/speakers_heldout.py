@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from extractor.app import create_app
-from extractor.conversations import word_accuracy
+from extractor.samples.conversations import word_accuracy
+from extractor.web.app import create_app
 
 from .talks import Talk, talk
 

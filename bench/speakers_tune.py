@@ -25,7 +25,7 @@ from extractor.asr import clustering
 from extractor.asr.clustering import Clustering
 from extractor.asr.speakers import WINDOW_SHIFT, SpeakerDiarizer, SpeakerTurn, turns_of_windows
 from extractor.config import Settings
-from extractor.media import decode_audio
+from extractor.media.audio import decode_audio
 
 from .talks import VERSION, Talk, talk
 

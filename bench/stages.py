@@ -40,7 +40,7 @@ import numpy as np
 
 from extractor import samples
 from extractor.config import Settings
-from extractor.media import SAMPLE_RATE
+from extractor.media.audio import SAMPLE_RATE
 
 from .inputs import varied_speech
 from .load import Upload, post
@@ -142,7 +142,7 @@ def librivox_clips(folder: Path, lengths: tuple[int, ...] = CLIP_SECONDS) -> lis
     except (datasets.DatasetError, OSError) as exc:
         log.warning("LibriVox not available (%s): espeak-ng speech instead", exc)
         return espeak_clips(folder, lengths)
-    from extractor.media import decode_audio
+    from extractor.media.audio import decode_audio
 
     folder.mkdir(parents=True, exist_ok=True)
     clips = []
@@ -160,7 +160,7 @@ def librivox_clips(folder: Path, lengths: tuple[int, ...] = CLIP_SECONDS) -> lis
 
 def folder_clips(folder: Path) -> list[Clip]:
     """Every audio file in ``folder``, timed by PyAV."""
-    from extractor.media import decode_audio
+    from extractor.media.audio import decode_audio
 
     clips = []
     for path in sorted(folder.iterdir()):

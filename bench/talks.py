@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from extractor.conversations import SENTENCES as CONVERSATION_SENTENCES
-from extractor.conversations import SILENT, Conversation, Turn
 from extractor.samples import decode_wav
+from extractor.samples.conversations import SENTENCES as CONVERSATION_SENTENCES
+from extractor.samples.conversations import SILENT, Conversation, Turn
 
 # "en" is espeak-ng's British English: "en-gb" would resolve to an mbrola voice that is not
 # installed and fall back to one voice that ignores the variant, so every "en-gb" speaker in
@@ -40,7 +40,7 @@ ACCENTS = (
 # always sit in the same pool, so no pool hears a near-copy of another's voice:
 # - tuning: every threshold of the clustering was chosen on talks of these, and nothing else.
 #   It also holds every voice tuned on or tested with before (m3/f3/m7 of
-#   extractor.conversations, the tests' talks; the earlier held-out pool m5/f5/Mike/...).
+#   extractor.samples.conversations, the tests' talks; the earlier held-out pool m5/f5/Mike/...).
 # - test: the held-out talks (bench.speakers_heldout), reported once after tuning.
 # - accuracy: the talks of the accuracy harness and its CI gate (bench.accuracy).
 TUNING_VARIANTS = (

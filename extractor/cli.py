@@ -1,4 +1,4 @@
-"""``extractor serve | extract | check | labeling ...``: the command line of the package."""
+"""``extractor serve | extract | check | listen | labeling ...``: the command line of the package."""
 
 from __future__ import annotations
 
@@ -9,40 +9,13 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+
+from extractor.replies.formats import FORMATS
 
 from .asr.speaker_count import COUNT_FIELDS, parse_speaker_count
-from .config import SPEAKER_MODES, Settings, SettingsError, parse_value, setting_fields
+from .config import SPEAKER_MODES, Settings, SettingsError
+from .config.fields import add_setting_flags, settings_from_flags
 from .errors import ExtractorError
-from .formats import FORMATS
-
-
-def _add_setting_flags(parser: argparse.ArgumentParser, skip: Sequence[str] = ()) -> None:
-    """One flag per setting, named after its EXTRACTOR_* variable; unset flags leave env alone."""
-    group = parser.add_argument_group("settings (each also EXTRACTOR_<NAME>)")
-    for f, kind in setting_fields():
-        if f.name in skip:
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        help_text = f.metadata["help"] + (
-            f" [default: {f.default}]" if f.default is not None else ""
-        )
-        if kind == "bool":
-            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
-                               default=None, help=help_text)  # fmt: skip
-        else:
-            group.add_argument(flag, dest=f.name, default=None, metavar=kind.upper(),
-                               choices=f.metadata.get("choices"), help=help_text)  # fmt: skip
-
-
-def _settings_from(args: argparse.Namespace) -> Settings:
-    overrides: dict[str, Any] = {}
-    for f, kind in setting_fields():
-        value = getattr(args, f.name, None)
-        if value is None:
-            continue
-        overrides[f.name] = value if isinstance(value, bool) else parse_value(f.name, kind, value)
-    return Settings.load(overrides=overrides)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -50,7 +23,7 @@ def _serve(args: argparse.Namespace) -> int:
     # worker (measured: 1.12 cores per transcription instead of 1.00, for no speed-up). It
     # reads this when numpy is first imported, which the next line does.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    settings = _settings_from(args)
+    settings = settings_from_flags(Settings, args)
     if settings.malloc_huge_pages:
         from .heap import reexec_with_huge_pages
 
@@ -60,10 +33,11 @@ def _serve(args: argparse.Namespace) -> int:
     from .metrics_dir import prepare_multiprocess_dir, remove_multiprocess_dir
 
     metrics_dir = prepare_multiprocess_dir(settings.tmp_dir) if settings.metrics else None
-    from .app import create_app
-    from .gunicorn_conf import gunicorn_options, intake_limits
+    from extractor.server.application import beyond_loopback, serve
+    from extractor.server.gunicorn_conf import gunicorn_options, intake_limits
+    from extractor.web.app import create_app
+
     from .logs import configure_logging
-    from .serving import beyond_loopback, serve
 
     reachable = beyond_loopback(settings.bind)
     if reachable and not settings.secret:
@@ -83,10 +57,11 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _extract(args: argparse.Namespace) -> int:
     """Answer as POST /extract would, for one local file, without a server."""
-    from .pipeline import ReplyRequest, extract_reply, workspace
-    from .service import ExtractOptions, Extractor
+    from extractor.pipeline.extraction import ExtractOptions, Extractor
 
-    settings = _settings_from(args)
+    from .pipeline import ReplyRequest, extract_reply, workspace
+
+    settings = settings_from_flags(Settings, args)
     path = Path(args.file)
     if not path.is_file():
         print(f"extractor: no such file: {path}", file=sys.stderr)
@@ -129,10 +104,22 @@ def _check(args: argparse.Namespace) -> int:
     )
 
 
-def _settings_doc(_args: argparse.Namespace) -> int:
-    from .config import settings_table
+def _listen(args: argparse.Namespace) -> int:
+    from .realtime.listen import listen
 
-    print(settings_table())
+    return listen(
+        args.url, args.file, secret=args.secret, rate=args.rate, fast=args.fast, out=sys.stdout
+    )
+
+
+def _settings_doc(args: argparse.Namespace) -> int:
+    """Print the settings tables, or regenerate them in place inside a README's markers."""
+    from .config.docs import TABLES, named_table, write_readme
+
+    if args.readme is None:
+        print("\n".join(f"{name}:\n\n{named_table(name)}" for name in TABLES), end="")
+    elif write_readme(Path(args.readme)):
+        print(f"{args.readme}: settings tables regenerated", file=sys.stderr)
     return 0
 
 
@@ -141,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="serve POST /extract under gunicorn")
-    _add_setting_flags(serve)
+    add_setting_flags(serve, Settings)
     serve.set_defaults(run=_serve)
 
     extract = sub.add_parser("extract", help="print what POST /extract would answer for FILE")
@@ -154,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
         extract.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
                              metavar="N", help=f"speakers=auto: {name.replace('_', ' ')}")  # fmt: skip
     extract.add_argument("--words", action="store_true", help="time every word (audio)")
-    _add_setting_flags(extract, skip=("bind", "workers", "threads", "secret"))
+    add_setting_flags(extract, Settings, skip=("bind", "workers", "threads", "secret"))
     extract.set_defaults(run=_extract)
 
     check = sub.add_parser("check", help="check that the extractor at URL meets the contract")
@@ -166,7 +153,23 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds to wait for each reply [default: 120]")  # fmt: skip
     check.set_defaults(run=_check)
 
-    settings = sub.add_parser("settings", help="print the Markdown table of every setting")
+    listen = sub.add_parser("listen", help="stream FILE (or - for raw PCM16 on standard input)"
+                            " to a server's live transcription and print the words as they come")  # fmt: skip
+    listen.add_argument("file", metavar="FILE|-")
+    listen.add_argument("--url", default=os.environ.get("EXTRACTOR_URL", "http://127.0.0.1:8000"),
+                        help="the server [default: $EXTRACTOR_URL or http://127.0.0.1:8000]")  # fmt: skip
+    listen.add_argument("--secret", default=os.environ.get("EXTRACTOR_SECRET"),
+                        help="sent as 'Authorization: Bearer <secret>' [default: $EXTRACTOR_SECRET]")  # fmt: skip
+    listen.add_argument("--rate", type=int, choices=(16000, 24000), default=24000,
+                        help="sample rate of raw PCM16 on standard input [default: 24000]")  # fmt: skip
+    listen.add_argument("--fast", action="store_true",
+                        help="send FILE as fast as the server reads it, not at its own pace")  # fmt: skip
+    listen.set_defaults(run=_listen)
+
+    settings = sub.add_parser("settings", help="print the Markdown tables of every setting")
+    settings.add_argument("--readme", default=None, metavar="PATH",
+                          help="regenerate the tables between the settings-table markers of"
+                               " this file instead")  # fmt: skip
     settings.set_defaults(run=_settings_doc)
 
     sub.add_parser("labeling", help="the labeling service: serve, worker, add-user, migrate",

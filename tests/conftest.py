@@ -14,7 +14,7 @@ from postgres_support import ThrowawayCluster
 from support import PAGE_ONE, PAGE_TWO, SPOKEN
 
 from extractor import samples
-from extractor.app import create_app
+from extractor.web.app import create_app
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -14,8 +14,8 @@ import pytest
 from support import PAGE_ONE, post_file
 
 from extractor import samples
-from extractor.config import Settings, SettingsError, settings_table
-from extractor.serving import beyond_loopback
+from extractor.config import Settings, SettingsError
+from extractor.server.application import beyond_loopback
 
 README = Path(__file__).parent.parent / "README.md"
 
@@ -45,10 +45,6 @@ def test_env_then_overrides() -> None:
 def test_bad_settings_name_their_variable(env: dict[str, str], needle: str) -> None:
     with pytest.raises(SettingsError, match=needle):
         Settings.load(env)
-
-
-def test_readme_lists_every_setting() -> None:
-    assert settings_table() in README.read_text(), "run `extractor settings` and paste into README"
 
 
 def test_default_format_setting_decides_ties(make_app: Any, page_one: samples.TextPage) -> None:

@@ -26,9 +26,16 @@ from support import PAGE_ONE, PAGE_TWO, post_file
 from extractor import samples
 from extractor.cli import build_parser
 from extractor.config import Settings, SettingsError
-from extractor.formats import DEFAULT_CHOICES, FORMATS, TSV_COLUMNS, to_alto, to_hocr, to_tsv
-from extractor.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
-from extractor.openapi import OPENAPI_FILE
+from extractor.replies.formats import (
+    DEFAULT_CHOICES,
+    FORMATS,
+    TSV_COLUMNS,
+    to_alto,
+    to_hocr,
+    to_tsv,
+)
+from extractor.replies.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
+from extractor.web.openapi import OPENAPI_FILE
 
 LAYOUT_FORMATS = ["hocr", "alto", "tsv"]
 

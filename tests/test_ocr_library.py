@@ -20,12 +20,13 @@ from flask import Flask
 from PIL import Image, ImageFilter
 from support import PAGE_ONE, post_file
 
-from extractor import ocr, samples
+from extractor import samples
 from extractor.errors import EngineTimeout, EngineUnavailable, InvalidParameter
-from extractor.importable import Line
-from extractor.media import PageImage, image_pages
-from extractor.ocr import OcrOptions, TesseractEngine
-from extractor.tesslib import LibraryUnavailable, WarmApi, serial_is_per_thread, shared_pool
+from extractor.media.images import PageImage, image_pages
+from extractor.ocr import tesseract
+from extractor.ocr.tesseract import OcrOptions, TesseractEngine
+from extractor.ocr.tesslib import LibraryUnavailable, WarmApi, serial_is_per_thread, shared_pool
+from extractor.replies.importable import Line
 
 GERMAN = ["Die Größe der Straße überrascht Jürgen", "Schöne Grüße aus München"]
 
@@ -222,7 +223,7 @@ def test_the_deadline_stops_recognition_and_the_api_stays_usable(tmp_path: Path)
 def test_an_unreadable_page_file_is_a_415(tmp_path: Path) -> None:
     broken = tmp_path / "broken.pnm"
     broken.write_bytes(b"P5\n10 10\n255\n")  # a header without pixels
-    with pytest.raises(ocr.UnsupportedMedia):
+    with pytest.raises(tesseract.UnsupportedMedia):
         library().recognise(PageImage(0, broken, 10, 10), far())
 
 
@@ -232,7 +233,7 @@ def test_the_cli_takes_over_when_the_library_cannot_load(
     def unavailable() -> Any:
         raise LibraryUnavailable("libtesseract.so.5: cannot open shared object file")
 
-    monkeypatch.setattr(ocr, "shared_pool", unavailable)
+    monkeypatch.setattr(tesseract, "shared_pool", unavailable)
     engine = TesseractEngine(OcrOptions())
     assert engine.check()["mode"] == "cli"
     page = page_file(samples.text_page(PAGE_ONE).image, tmp_path, "page.png")
@@ -244,7 +245,7 @@ def test_readiness_says_how_tesseract_runs(make_app: Callable[..., Flask]) -> No
     for in_process, mode in ((True, "library"), (False, "cli")):
         app = make_app(ocr_in_process=in_process)
         extractor = app.extensions["extractor"]
-        status = extractor.ocr.check()
+        status = extractor.tesseract.check()
         assert status["mode"] == mode and status["missing_languages"] == []
         reply = post_file(
             app.test_client(), samples.encode_image(samples.text_page(PAGE_ONE).image, "PNG")
@@ -266,7 +267,7 @@ def test_torch_loaded_first_means_the_cli_not_a_slower_speech_engine() -> None:
     """If torch's libgomp is bound first, serialising OCR would serialise torch as well."""
     code = (
         "import torch\n"
-        "from extractor.ocr import OcrOptions, TesseractEngine\n"
+        "from extractor.ocr.tesseract import OcrOptions, TesseractEngine\n"
         "engine = TesseractEngine(OcrOptions())\n"
         "print(engine.mode, torch.get_num_threads())\n"
     )

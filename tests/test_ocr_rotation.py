@@ -1,7 +1,7 @@
 """Pages read at any rotation (issue 17): turned 90/180/270 or skewed up to 5°, a page reads as
 well as upright, its boxes land on its words in the upload's pixels, and the reply says how
 the page was turned; ``ocr_rotate=off`` reads it as it is. Real Tesseract throughout, on prose
-nobody wrote for this project (``extractor.prose``)."""
+nobody wrote for this project (``extractor.samples.prose``)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ from PIL import Image
 from support import post_file
 
 from extractor import samples
-from extractor.app import create_app
-from extractor.formats import to_alto, to_hocr
-from extractor.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
-from extractor.media import PageImage
-from extractor.orientation import Turn, ink_angle
-from extractor.prose import APACHE_DEFINITIONS, cer, prose_page, turned
+from extractor.media.images import PageImage
+from extractor.ocr.orientation import Turn, ink_angle
+from extractor.replies.formats import to_alto, to_hocr
+from extractor.replies.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
+from extractor.samples.prose import APACHE_DEFINITIONS, cer, prose_page, turned
+from extractor.web.app import create_app
 
 DEJAVU_SANS = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 DEJAVU_SANS_BOLD = "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"

@@ -16,7 +16,7 @@ from flask import Flask
 from support import SPOKEN, start_server, stop_server, words_of
 
 from extractor import samples
-from extractor.openai_api import GRANULARITIES, RENDERINGS
+from extractor.web.openai_api import GRANULARITIES, RENDERINGS
 
 SECRET = "openai-s3cret"
 
@@ -217,7 +217,7 @@ def test_too_large_upload_is_an_openai_error(make_app: Callable[..., Flask]) -> 
 
 
 def test_openapi_documents_the_endpoint() -> None:
-    from extractor.openapi import load_openapi
+    from extractor.web.openapi import load_openapi
 
     operation = load_openapi()["paths"]["/v1/audio/transcriptions"]["post"]
     form = operation["requestBody"]["content"]["multipart/form-data"]["schema"]["properties"]

@@ -23,8 +23,8 @@ from referencing.jsonschema import DRAFT202012
 from werkzeug.test import TestResponse
 
 from extractor import samples
-from extractor.app import create_app
-from extractor.openapi import load_openapi
+from extractor.web.app import create_app
+from extractor.web.openapi import load_openapi
 
 DOCUMENT = load_openapi()
 DOCUMENT_URI = "urn:extractor:openapi"

@@ -23,9 +23,8 @@ from PIL import Image
 from support import post_file
 
 from extractor import samples
-from extractor.app import create_app
-from extractor.media import PageImage
-from extractor.orientation import (
+from extractor.media.images import PageImage
+from extractor.ocr.orientation import (
     ROTATE_MIN_SIDE,
     Reading,
     Turn,
@@ -34,6 +33,7 @@ from extractor.orientation import (
     read_upright,
     turn_from_ink,
 )
+from extractor.web.app import create_app
 
 DEADLINE_S = 60.0  # generous: the machine is shared; none of these pages takes a second
 

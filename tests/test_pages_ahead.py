@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from extractor.errors import UnsupportedMedia
-from extractor.media import PageImage
-from extractor.service import PagesAhead
+from extractor.media.images import PageImage
+from extractor.pipeline.gate import PagesAhead
 
 
 def page(index: int) -> PageImage:

@@ -18,8 +18,8 @@ from support import PAGE_ONE, post_file
 
 from extractor import samples
 from extractor.errors import InvalidParameter
-from extractor.openapi import load_openapi
 from extractor.pipeline import UPLOAD_NAME, parse_ocr_languages, reply_name
+from extractor.web.openapi import load_openapi
 
 GERMAN = ["Grüße aus München über große Straßen", "Äpfel schmecken süß"]
 INSTALLED = frozenset({"eng", "deu", "fra", "osd"})
@@ -155,7 +155,7 @@ def test_cli_extract_takes_the_pipeline_without_importing_the_web_layer(
         "import sys\n"
         "from extractor.cli import main\n"
         f"code = main(['extract', {str(image)!r}, '--format', 'tsv', '--tmp-dir', {str(tmp_path)!r}])\n"
-        "web = sorted(m for m in sys.modules if m == 'flask' or m.startswith(('flask.', 'werkzeug', 'extractor.views', 'extractor.app')))\n"
+        "web = sorted(m for m in sys.modules if m == 'flask' or m.startswith(('flask.', 'werkzeug', 'extractor.web.views', 'extractor.web.app')))\n"
         "print('WEB', web, file=sys.stderr)\n"
         "sys.exit(code)\n"
     )

@@ -12,8 +12,8 @@ import selectors
 import socket
 import time
 
-from extractor.buffering_worker import BufferedConn, BufferingThreadWorker
-from extractor.intake import IntakeLimits, Refusal, refusal_bytes
+from extractor.server.buffering_worker import BufferedConn, BufferingThreadWorker
+from extractor.server.intake import IntakeLimits, Refusal, refusal_bytes
 
 
 def idle_worker() -> BufferingThreadWorker:

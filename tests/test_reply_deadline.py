@@ -1,4 +1,4 @@
-"""A client that stops reading its reply frees the thread serving it (extractor.reply_deadline).
+"""A client that stops reading its reply frees the thread serving it (extractor.server.reply_deadline).
 
 No endpoint of either service replies with tens of MB on demand, so a minimal WSGI app serves
 one here, under the real gunicorn worker both services run (one thread, a 2 s send timeout).
@@ -22,8 +22,8 @@ pytestmark = pytest.mark.slow
 
 SERVER = """
 import sys
-from extractor.intake import IntakeLimits
-from extractor.serving import serve
+from extractor.server.intake import IntakeLimits
+from extractor.server.application import serve
 
 BIG = b"x" * (64 * 1024 * 1024)
 
@@ -33,7 +33,7 @@ def app(environ, start_response):
     return [body]
 
 serve(lambda: app, {"bind": sys.argv[1], "workers": 1, "threads": 1,
-                    "worker_class": "extractor.buffering_worker.BufferingThreadWorker"},
+                    "worker_class": "extractor.server.buffering_worker.BufferingThreadWorker"},
       IntakeLimits(send_timeout=2.0, min_body_rate=10**9))
 """
 

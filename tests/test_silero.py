@@ -12,7 +12,7 @@ import pytest
 
 from extractor import samples
 from extractor.asr import silero
-from extractor.media import SAMPLE_RATE, decode_audio
+from extractor.media.audio import SAMPLE_RATE, decode_audio
 
 SENTENCES = (
     "Seven wizards quietly judge boxing matches near the river bank. "
@@ -85,7 +85,7 @@ import json, sys
 from pathlib import Path
 from extractor.asr.base import TranscribeOptions
 from extractor.asr.faster import FasterWhisperEngine
-from extractor.media import decode_audio
+from extractor.media.audio import decode_audio
 engine = FasterWhisperEngine(None)
 engine.load()
 audio = decode_audio(Path({str(wav)!r}), max_seconds=600).mono()

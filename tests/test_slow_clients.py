@@ -1,4 +1,4 @@
-"""Issue 18, attack 6: slow request bodies hold no thread (extractor.buffering_worker).
+"""Issue 18, attack 6: slow request bodies hold no thread (extractor.server.buffering_worker).
 
 Both services run under real gunicorn on a loopback port with short deadlines; raw sockets play
 the slow clients, so what the server sends (408, 503, nothing) and when it closes is observed

@@ -18,7 +18,7 @@ ENGINES = ["faster-whisper", "openai-whisper"]
 @pytest.fixture(scope="module", params=ENGINES)
 def engine_client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """One app per engine for the module: loading openai-whisper (and its numba warm-up) once."""
-    from extractor.app import create_app
+    from extractor.web.app import create_app
 
     cache = tmp_path_factory.mktemp("models")
     app = create_app({"asr_engine": request.param, "cache_dir": str(cache)})
@@ -115,7 +115,7 @@ def test_subtitles_from_the_same_document(engine_client: Any, speech_wav: bytes)
 
 def test_openai_checkpoint_matches_faster_whisper_text(tmp_path: Any, speech_wav: bytes) -> None:
     """The converted checkpoint is faithful: both engines hear the same words."""
-    from extractor.app import create_app
+    from extractor.web.app import create_app
 
     texts = []
     for engine in ENGINES:

@@ -15,7 +15,7 @@ from support import SPOKEN, requires_espeak, start_server, stop_server
 from extractor.asr import TranscribeOptions
 from extractor.asr.faster import FasterWhisperEngine
 from extractor.heap import HUGE_PAGES_TUNABLE
-from extractor.media import SAMPLE_RATE, decode_audio
+from extractor.media.audio import SAMPLE_RATE, decode_audio
 
 pytestmark = requires_espeak
 PEAK_LIMIT_MB = 300  # issue 19: every server process, on any accepted input

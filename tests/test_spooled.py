@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from extractor import media, samples
+from extractor import samples
 from extractor.errors import AudioTooLong
-from extractor.media import SAMPLE_RATE, decode_audio
-from extractor.service import Track, quiet_windows
-from extractor.spooled import decode_spooled
+from extractor.media import audio as media_audio
+from extractor.media.audio import SAMPLE_RATE, decode_audio
+from extractor.media.spooled import decode_spooled
+from extractor.pipeline.transcript import Track, quiet_windows
 
 
 def noise_flac(path: Path, seconds: float, rate: int = 44_100, channels: int = 2) -> Path:
@@ -66,7 +67,7 @@ def test_the_decoder_holds_one_piece_whatever_the_length(tmp_path: Path) -> None
 def test_audio_past_the_limit_is_refused_while_decoding(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(media, "_declared_seconds", lambda *_args: None)  # a piped file
+    monkeypatch.setattr(media_audio, "_declared_seconds", lambda *_args: None)  # a piped file
     path = noise_flac(tmp_path / "noise.flac", 20, rate=16_000, channels=1)
     with pytest.raises(AudioTooLong):
         decode_spooled(path, tmp_path, max_seconds=10, keep_channels=False, piece_seconds=4)

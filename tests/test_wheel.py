@@ -28,7 +28,7 @@ import pytest
 from support import PAGE_ONE, free_port, stop_server, wait_ready, words_of
 
 from extractor import samples
-from extractor.schemas import importable_errors
+from extractor.replies.schemas import importable_errors
 
 ROOT = Path(__file__).resolve().parent.parent
 # What a build reads from the tree (the rest of a checkout is not shipped).
@@ -120,7 +120,7 @@ def test_the_installed_package_reads_the_contracts_through_importlib_resources(
     installed: Installed,
 ) -> None:
     probe = (
-        "import json, extractor, extractor.schemas as s, extractor.openapi as o;"
+        "import json, extractor, extractor.replies.schemas as s, extractor.web.openapi as o;"
         "from extractor.labeling.graphql import labeling_schema;"
         "print(json.dumps([extractor.__file__, str(s.SCHEMAS_DIR / 'labeling.graphql'),"
         " sorted(o.load_openapi()['paths']), labeling_schema().query_type.name]))"
@@ -177,7 +177,7 @@ def test_serve_runs_from_the_wheel(installed: Installed, server: str) -> None:
     )
     assert reply.status_code == 200
     assert {"invoice", "garden", "harbor", "warehouse"} <= words_of(reply.text)
-    # A PDF: its pages are rendered by `python -m extractor.pdfrender`, found in the install.
+    # A PDF: its pages are rendered by `python -m extractor.media.pdfrender`, found in the install.
     pdf = samples.pdf([samples.text_page(PAGE_ONE, page=i) for i in range(2)])
     reply = httpx.post(
         server + "/extract",

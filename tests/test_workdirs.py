@@ -14,7 +14,8 @@ import httpx
 import pytest
 from support import start_server, stop_server
 
-from extractor import samples, workdirs
+from extractor import samples
+from extractor.media import workdirs
 
 
 def _dead_pid() -> int:

@@ -74,7 +74,7 @@ def speech_regions(audio: np.ndarray) -> list[tuple[float, float]]:
     """Where Silero VAD (shipped inside faster-whisper) hears speech, in seconds."""
     from faster_whisper.vad import VadOptions, get_speech_timestamps
 
-    from ..media import SAMPLE_RATE
+    from ..media.audio import SAMPLE_RATE
     from . import silero
 
     silero.install()

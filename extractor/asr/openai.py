@@ -40,7 +40,8 @@ class OpenAIWhisperEngine:
         an openai-whisper model name or ``.pt`` path for ``whisper.load_model``."""
         import whisper
 
-        from .ct2_convert import ModelConversionError, cached_openai_checkpoint, load_openai_model
+        from .ct2_convert import cached_openai_checkpoint, load_openai_model
+        from .ct2_model import ModelConversionError
         from .faster import bundled_model_dir
 
         source = Path(self.model_name) if self.model_name else bundled_model_dir()

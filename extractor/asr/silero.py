@@ -255,3 +255,32 @@ def install() -> bool:
     # faster-whisper looks its model up through this module-level function on every call.
     faster_whisper.vad.get_vad_model = load
     return True
+
+
+class SileroStream:
+    """Speech probabilities of audio that arrives in pieces (a live stream): the LSTM state
+    and the previous window's last 64 samples are carried from one piece to the next, so the
+    probabilities are those of the whole stream given at once."""
+
+    def __init__(self, model: SileroVad | None = None) -> None:
+        self.model = model or load()
+        self._h = np.zeros(HIDDEN, np.float32)
+        self._c = np.zeros(HIDDEN, np.float32)
+        self._context = np.zeros(CONTEXT, np.float32)
+        self._pending = np.zeros(0, np.float32)  # samples short of a whole window
+
+    def feed(self, audio: np.ndarray) -> np.ndarray:
+        """One probability per whole 512-sample window completed by ``audio`` (16 kHz)."""
+        samples = np.concatenate([self._pending, audio.astype(np.float32, copy=False)])
+        whole = len(samples) - len(samples) % WINDOW
+        self._pending = samples[whole:].copy()
+        if not whole:
+            return np.zeros(0, np.float32)
+        windows = samples[:whole].reshape(-1, WINDOW)
+        context = np.empty((len(windows), CONTEXT), np.float32)
+        context[0] = self._context
+        context[1:] = windows[:-1, -CONTEXT:]
+        self._context = windows[-1, -CONTEXT:].copy()
+        features = self.model._encode(np.concatenate([context, windows], axis=1))
+        probs, self._h, self._c = self.model._decode(features, self._h, self._c)
+        return probs

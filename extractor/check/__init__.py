@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import httpx
 
+from .findings import Finding, Status, failed
 from .probes import (
     EndpointReplies,
     Probe,
@@ -24,7 +25,8 @@ from .probes import (
     small_png,
 )
 from .report import CheckResult, Report, combine, render_json, render_table
-from .rules import ENDPOINT_RULES, RULES, Finding, Rule, Status, failed, what_came_back
+from .rules import ENDPOINT_RULES, RULES, Rule
+from .rules.reading import what_came_back
 
 __all__ = ["RULES", "Report", "Status", "check", "run_check"]
 

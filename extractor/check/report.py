@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .rules import Finding, Status
+from .findings import Finding, Status
 
 
 @dataclass(frozen=True)

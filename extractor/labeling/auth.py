@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
-from extractor.labeling.config import SettingsError
+from extractor.config import SettingsError
 from extractor.labeling.db import Database
 from extractor.labeling.errors import AuthenticationError, UserInputError
 from extractor.labeling.models import AccessToken, Team, User, team_members, utcnow

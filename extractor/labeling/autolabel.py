@@ -21,9 +21,9 @@ from typing import Any
 import jsonschema
 from sqlalchemy.orm import Session
 
+from extractor.config import LabelingSettings
 from extractor.jobs import JobRun, iter_step_results
 from extractor.labeling.clients import ExtractorClient
-from extractor.labeling.config import LabelingSettings, setting_variable
 from extractor.labeling.db import Database
 from extractor.labeling.documents import Entity, sentences, span_label
 from extractor.labeling.errors import JobFailure
@@ -170,11 +170,11 @@ def parse_reply(
                     raise JobFailure(
                         f"the prediction API's reply to batch {batch_number} has more than "
                         f"{max_entities} entities, the limit of one reply "
-                        f"({setting_variable('max_prediction_entities')}), at "
+                        f"({LabelingSettings.variable('max_prediction_entities')}), at "
                         f"{where}/{entity_index}",
                         batch=batch_number,
                         path=f"{where}/{entity_index}",
-                        limit=setting_variable("max_prediction_entities"),
+                        limit=LabelingSettings.variable("max_prediction_entities"),
                         maximum=max_entities,
                     )
                 entity = Entity(

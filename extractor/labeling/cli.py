@@ -12,11 +12,11 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from extractor.labeling.config import LabelingSettings, SettingsError
+from extractor.config import LabelingSettings, SettingsError
 from extractor.labeling.errors import LabelingError
 
 if TYPE_CHECKING:
-    from extractor.intake import IntakeLimits
+    from extractor.server.intake import IntakeLimits
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(new_key())
             return 0
-        settings = LabelingSettings.from_env()
+        settings = LabelingSettings.load()
         if args.command == "migrate" or (settings.auto_migrate and args.command != "migrate"):
             from extractor.labeling.db import migrate
 
@@ -171,7 +171,7 @@ def run_workers(
     settings: LabelingSettings, concurrency: int, metrics_bind: str | None = None
 ) -> int:
     """Run ``concurrency`` worker threads until SIGTERM or SIGINT, then hand their jobs back."""
-    from extractor.labeling.app import build_state
+    from extractor.labeling.state import build_state
 
     if concurrency < 1:
         raise ValueError("--concurrency must be at least 1")
@@ -211,7 +211,7 @@ def serve(settings: LabelingSettings, bind: str, workers: int, threads: int) -> 
 
 def _serve(settings: LabelingSettings, bind: str, workers: int, threads: int) -> int:
     from extractor.labeling.app import create_labeling_app
-    from extractor.serving import serve as gunicorn_serve
+    from extractor.server.application import serve as gunicorn_serve
 
     def factory() -> Any:
         return create_labeling_app(settings, start_workers=True)
@@ -231,8 +231,8 @@ def serve_options(
         "workers": workers,
         "threads": threads,
         # gthread whose threads only see requests received whole: a slow client holds
-        # no thread (extractor.buffering_worker).
-        "worker_class": "extractor.buffering_worker.BufferingThreadWorker",
+        # no thread (extractor.server.buffering_worker).
+        "worker_class": "extractor.server.buffering_worker.BufferingThreadWorker",
         # Uploads can be large and GraphQL calls are quick otherwise; job work happens in
         # background threads, never inside a request.
         "timeout": 120,
@@ -250,10 +250,10 @@ def serve_options(
 def intake_limits(settings: LabelingSettings) -> IntakeLimits:
     """How requests may arrive (deadlines, how many at once, how large), answered in the
     GraphQL error shape."""
-    from extractor.intake import IntakeLimits
+    from extractor.server.intake import IntakeLimits
 
     def graphql_error(_status: int, code: str, message: str) -> bytes:
-        from extractor.labeling.app import error_body
+        from extractor.labeling.graphql_request import error_body
 
         name = "".join(part.capitalize() for part in code.split("_")) + "Error"
         return json.dumps(error_body(message, code.upper(), name)).encode()

@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from extractor.config import LabelingSettings
 from extractor.labeling import outbound
-from extractor.labeling.config import LabelingSettings
 from extractor.labeling.credentials import SEALED_PREFIX, SecretBox
 from extractor.labeling.errors import JobFailure, SecretsUnavailableError
 from extractor.labeling.metrics import count_call
@@ -201,7 +201,9 @@ class ExtractorClient:
 
 def build_outbound_client(settings: LabelingSettings, *, prediction: bool = False) -> Any:
     """The outbound client configured from our settings (``prediction``: its own timeouts)."""
-    policy = outbound.OutboundPolicy.from_allow_string(settings.outbound_allow)
+    policy = outbound.OutboundPolicy.from_allow_string(
+        settings.outbound_allow, outbound.ALLOW_ENV_VAR
+    )
     options = outbound.OutboundSettings(
         connect_timeout=settings.outbound_connect_timeout,
         read_timeout=settings.outbound_read_timeout,

@@ -25,14 +25,14 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from sqlalchemy import make_url, select
 
-from extractor.labeling.config import ENV_PREFIX, LabelingSettings, SettingsError
+from extractor.config import LabelingSettings, SettingsError
 from extractor.labeling.db import Database
 from extractor.labeling.errors import SecretsUnavailableError, UserInputError
 from extractor.labeling.models import CustomAPI
 
 log = logging.getLogger(__name__)
 
-KEYS_VARIABLE = f"{ENV_PREFIX}SECRET_KEYS"
+KEYS_VARIABLE = LabelingSettings.variable("secret_keys")
 #: The generated key file of an SQLite deployment without the setting, inside the data directory.
 KEY_FILE_NAME = "secret-keys"
 #: What ``shown_url`` puts in place of every query value.

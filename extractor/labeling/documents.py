@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extractor.labeling.config import LabelingSettings, setting_variable
+from extractor.config import LabelingSettings
 from extractor.labeling.errors import JobFailure
 from extractor.labeling.reply_json import (
     ReplyLimits,
@@ -19,7 +19,7 @@ from extractor.labeling.reply_json import (
     extraction_limits,
     parse_reply_json,
 )
-from extractor.schemas import importable_errors
+from extractor.replies.schemas import importable_errors
 
 # `Speaker 1: good morning`: a short name starting with a letter, so `10:30 call` stays text.
 SPEAKER_PREFIX = re.compile(r"^(?P<speaker>[^\W\d_][\w .'-]{0,39}?)\s*:\s+(?P<text>\S.*)$")
@@ -49,7 +49,7 @@ class DocumentTooLarge(JobFailure):
     """A document, or its project, is over a line or token limit (``limit`` names the setting)."""
 
     def __init__(self, message: str, field: str, maximum: int) -> None:
-        super().__init__(message, limit=setting_variable(field), maximum=maximum)
+        super().__init__(message, limit=LabelingSettings.variable(field), maximum=maximum)
         self.field = field
         self.maximum = maximum
 
@@ -96,13 +96,13 @@ class TextBudget:
         if {"lines": lines, "tokens": tokens}[what] > document:
             return DocumentTooLarge(
                 f"{name!r} has more than {document} {what}, the limit of one document "
-                f"({setting_variable(f'max_document_{what}')})",
+                f"({LabelingSettings.variable(f'max_document_{what}')})",
                 f"max_document_{what}",
                 document,
             )
         return DocumentTooLarge(
             f"the project's documents have more than {project} {what} together, the limit of "
-            f"one project ({setting_variable(f'max_project_{what}')}; {so_far} before {name!r})",
+            f"one project ({LabelingSettings.variable(f'max_project_{what}')}; {so_far} before {name!r})",
             f"max_project_{what}",
             project,
         )

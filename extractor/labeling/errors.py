@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from extractor.config import LabelingSettings
 from extractor.jobs import JobFailure as JobFailure  # the handlers' failure, raised here too
 from extractor.jobs import JobInterrupted as JobInterrupted
 from extractor.jobs import StorageError as QueueStorageError
-from extractor.labeling.config import setting_variable
 
 
 class LabelingError(Exception):
@@ -84,7 +84,7 @@ class LimitExceededError(LabelingError):
         """The error for a request over the setting ``name`` of ``settings``; ``what`` says
         what was too much, the message adds the limit and its environment variable."""
         maximum = int(getattr(settings, name))
-        variable = setting_variable(name)
+        variable = LabelingSettings.variable(name)
         return cls(f"{what}: the limit is {maximum} ({variable})", limit=variable, maximum=maximum)
 
     @property

@@ -26,7 +26,7 @@ from extractor.labeling.errors import (
 )
 from extractor.labeling.replies import ReplyBudget, StoredJSON
 from extractor.labeling.service import LabelingService
-from extractor.schemas import SCHEMAS_DIR
+from extractor.replies.schemas import SCHEMAS_DIR
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from extractor.labeling.config import LabelingSettings, setting_variable
+from extractor.config import LabelingSettings
 from extractor.labeling.errors import JobFailure
 from extractor.labeling.models import Document
 
@@ -111,7 +111,7 @@ class LabelBudget:
 
     @staticmethod
     def _failure(what: str, setting: str, maximum: int, batch: int, name: str) -> JobFailure:
-        variable = setting_variable(setting)
+        variable = LabelingSettings.variable(setting)
         return JobFailure(
             f"the prediction API's reply to batch {batch} {what}, the limit ({variable})",
             batch=batch,

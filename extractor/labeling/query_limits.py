@@ -38,7 +38,7 @@ from graphql import (
     validate,
 )
 
-from extractor.labeling.config import LabelingSettings
+from extractor.config import LabelingSettings
 from extractor.labeling.errors import LimitExceededError
 from extractor.labeling.introspection import (
     full_description_cost,

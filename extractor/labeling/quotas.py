@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from extractor.labeling.config import LabelingSettings
+from extractor.config import LabelingSettings
 from extractor.labeling.errors import LimitExceededError
 from extractor.labeling.models import CustomAPI, Tag
 

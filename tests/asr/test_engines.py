@@ -28,7 +28,7 @@ def test_the_default_engine_never_imports_torch() -> None:
     """A faster-whisper worker stays small: serving a transcription must not pull in torch."""
     script = (
         "import sys\n"
-        "from extractor.app import create_app\n"
+        "from extractor.web.app import create_app\n"
         "app = create_app()\n"
         "app.extensions['extractor'].load()\n"
         "from extractor import samples\n"

@@ -24,7 +24,7 @@ def test_the_accuracy_talks_use_only_their_own_pool() -> None:
 
 
 def test_the_voices_tests_and_earlier_tuning_used_are_in_the_tuning_pool() -> None:
-    # extractor.conversations' default talk (m3/f3/m7) was tuned on before the split.
+    # extractor.samples.conversations' default talk (m3/f3/m7) was tuned on before the split.
     assert {"m3", "f3", "m7"} <= set(talks.TUNING_VARIANTS)
 
 

@@ -32,8 +32,8 @@ from extractor.asr.speakers import (
 )
 from extractor.cli import main as cli_main
 from extractor.config import SPEAKER_MODES
-from extractor.conversations import VOICES, Conversation, conversation, word_accuracy
-from extractor.openapi import load_openapi
+from extractor.samples.conversations import VOICES, Conversation, conversation, word_accuracy
+from extractor.web.openapi import load_openapi
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, for bench.talks
 from bench.talks import talk

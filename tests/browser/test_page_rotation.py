@@ -17,8 +17,8 @@ from test_page import (  # noqa: F401  (fixtures used by name)
     upload,
 )
 
-from extractor.prose import APACHE_DEFINITIONS, prose_page, turned
 from extractor.samples import encode_image
+from extractor.samples.prose import APACHE_DEFINITIONS, prose_page, turned
 
 if TYPE_CHECKING:  # selenium itself only once test_page has checked it is installed
     from selenium.webdriver.chrome.webdriver import WebDriver

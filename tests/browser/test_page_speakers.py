@@ -18,7 +18,7 @@ from test_page import (  # noqa: F401  (fixtures used by name)
 )
 
 from extractor.asr.speakers import speakers_available
-from extractor.conversations import VOICES, conversation
+from extractor.samples.conversations import VOICES, conversation
 
 pytestmark = [
     *pytestmark,

@@ -20,8 +20,8 @@ from flask import Flask, Response, request
 from werkzeug.serving import make_server
 
 from extractor.errors import ExtractorError
-from extractor.media import MediaKind, sniff
-from extractor.negotiate import choose_format
+from extractor.media.sniff import MediaKind, sniff
+from extractor.pipeline.negotiate import choose_format
 
 
 @dataclass(frozen=True)

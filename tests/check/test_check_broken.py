@@ -8,9 +8,9 @@ import pytest
 from broken_extractors import broken_app, serving
 
 from extractor import samples
-from extractor.app import create_app
 from extractor.check import Status, check, run_check
 from extractor.check import probes as kit_probes
+from extractor.web.app import create_app
 
 pytestmark = pytest.mark.slow
 

@@ -9,9 +9,11 @@ import pytest
 import support
 
 from extractor.check import Status, run_check
+from extractor.check.findings import Finding
 from extractor.check.probes import JSON_TYPE, AudioSample, OcrSample, Probe, Reply, ocr_samples
 from extractor.check.report import CheckResult, Report, combine, render_table
-from extractor.check.rules import Finding, json_corners, json_timestamps_ms, overlap
+from extractor.check.rules.boxes import json_corners, overlap
+from extractor.check.rules.timestamps import json_timestamps_ms
 
 
 def json_probe(sample: OcrSample | AudioSample, doc: dict[str, Any]) -> Probe:

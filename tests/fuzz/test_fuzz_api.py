@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extractor import samples
-from extractor.app import create_app
-from extractor.openapi import load_openapi
+from extractor.web.app import create_app
+from extractor.web.openapi import load_openapi
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # Pillow on damaged files
 

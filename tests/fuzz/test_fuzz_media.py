@@ -29,7 +29,10 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from extractor.errors import ExtractorError, UnsupportedMedia
-from extractor.media import MediaKind, PdfPages, decode_audio, image_pages, sniff
+from extractor.media.audio import decode_audio
+from extractor.media.images import image_pages
+from extractor.media.pdf import PdfPages
+from extractor.media.sniff import MediaKind, sniff
 
 MAX_PAGES = 4
 MAX_SECONDS = 30.0  # seconds: short, so a header claiming hours is refused before decoding

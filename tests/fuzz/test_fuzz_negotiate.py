@@ -9,9 +9,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from extractor.errors import InvalidParameter, NotAcceptable
-from extractor.formats import FORMATS, JSON, ReplyFormat, formats_for
-from extractor.importable import DocumentKind
-from extractor.negotiate import choose_format, parse_accept
+from extractor.pipeline.negotiate import choose_format, parse_accept
+from extractor.replies.formats import FORMATS, JSON, ReplyFormat, formats_for
+from extractor.replies.importable import DocumentKind
 
 OFFERED_TYPES = [f.essence for f in FORMATS.values()]
 OTHER_TYPES = ["image/png", "text/html", "application/xml", "application/pdf", "audio/wav"]

@@ -31,13 +31,14 @@ from werkzeug.serving import BaseWSGIServer
 from werkzeug.serving import make_server as make_wsgi_server
 
 from bench.server import group_status_sums
+from extractor.config import LabelingSettings
 from extractor.jobs import JobsBase
-from extractor.labeling.app import LabelingState, create_labeling_app
+from extractor.labeling.app import create_labeling_app
 from extractor.labeling.auth import add_user
-from extractor.labeling.config import LabelingSettings
 from extractor.labeling.credentials import new_key
 from extractor.labeling.db import Database, migrate
 from extractor.labeling.models import Base
+from extractor.labeling.state import LabelingState
 
 REPO = Path(__file__).resolve().parents[2]
 

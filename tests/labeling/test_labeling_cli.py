@@ -9,8 +9,8 @@ import httpx
 import pytest
 from labeling_support import ServiceProcess, cli_env, free_port, run_cli
 
+from extractor.config import LabelingSettings, SettingsError
 from extractor.labeling.cli import DEFAULT_BIND, parser
-from extractor.labeling.config import LabelingSettings, SettingsError
 
 
 def test_add_user_prints_one_json_object_and_joins_teams(database_url: str, tmp_path: Path) -> None:
@@ -44,10 +44,10 @@ def test_a_bad_setting_is_named(tmp_path: Path) -> None:
 
 
 def test_the_default_database_lives_in_the_data_dir(tmp_path: Path) -> None:
-    settings = LabelingSettings.from_env({"EXTRACTOR_LABELING_DATA_DIR": str(tmp_path)})
+    settings = LabelingSettings.load({"EXTRACTOR_LABELING_DATA_DIR": str(tmp_path)})
     assert settings.resolved_database_url == f"sqlite:///{(tmp_path / 'labeling.db').resolve()}"
     with pytest.raises(SettingsError):
-        LabelingSettings.from_env({"EXTRACTOR_LABELING_JOB_LEASE_SECONDS": "soon"})
+        LabelingSettings.load({"EXTRACTOR_LABELING_JOB_LEASE_SECONDS": "soon"})
     assert parser().parse_args(["serve"]).bind == DEFAULT_BIND == "127.0.0.1:8100"
 
 
@@ -69,27 +69,3 @@ def test_serve_answers_graphql_and_health_under_gunicorn(
     assert reply.json() == {"data": {"getPersonalTags": []}, "extensions": {}}
     assert server.terminate() == 0
     assert token not in (tmp_path / "s.log").read_text()
-
-
-def test_the_settings_table_lists_every_setting_with_its_default() -> None:
-    from dataclasses import fields
-
-    import extractor.labeling
-
-    table = (Path(extractor.labeling.__file__).parent / "README-settings.md").read_text()
-    defaults = LabelingSettings()
-    for spec in fields(LabelingSettings):
-        row = next(
-            (
-                line
-                for line in table.splitlines()
-                if f"`EXTRACTOR_LABELING_{spec.name.upper()}`" in line
-            ),
-            None,
-        )
-        assert row is not None, spec.name
-        default = getattr(defaults, spec.name)
-        if isinstance(default, bool):
-            assert f"`{str(default).lower()}`" in row, row
-        elif isinstance(default, int | float) and not isinstance(default, bool):
-            assert f"`{default:g}`" in row or f"`{default}`" in row, row

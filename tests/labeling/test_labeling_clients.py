@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from extractor.config import LabelingSettings
 from extractor.labeling import outbound
 from extractor.labeling.clients import ExtractorClient, describe, redact_url
-from extractor.labeling.config import LabelingSettings
 from extractor.labeling.credentials import SecretBox, new_key, seal_field
 from extractor.labeling.errors import JobFailure
 

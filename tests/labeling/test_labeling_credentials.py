@@ -28,9 +28,8 @@ from labeling_support import (
 )
 from sqlalchemy import create_engine, text
 
-from extractor.labeling.app import build_state
+from extractor.config import SettingsError
 from extractor.labeling.auth import add_user, authenticate
-from extractor.labeling.config import SettingsError
 from extractor.labeling.credentials import (
     KEY_FILE_NAME,
     SecretBox,
@@ -42,6 +41,7 @@ from extractor.labeling.credentials import (
 )
 from extractor.labeling.db import Database
 from extractor.labeling.errors import AuthenticationError
+from extractor.labeling.state import build_state
 
 CREATE_API = """mutation($teamId: ID!, $input: CreateCustomAPIInput!) {
   createCustomAPI(teamId: $teamId, input: $input) { id endpointURL }

@@ -18,7 +18,7 @@ from extractor.labeling.documents import (
     token_offsets,
 )
 from extractor.labeling.errors import JobFailure
-from extractor.schemas import importable_schema
+from extractor.replies.schemas import importable_schema
 
 
 def test_audio_lines_keep_their_speaker_in_metadata() -> None:

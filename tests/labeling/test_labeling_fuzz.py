@@ -14,7 +14,7 @@ from labeling_support import fast_settings
 
 from extractor.labeling.app import create_labeling_app
 from extractor.labeling.auth import add_user
-from extractor.schemas import SCHEMAS_DIR
+from extractor.replies.schemas import SCHEMAS_DIR
 
 # A dev dependency (schemathesis brings it too); without it this one test is skipped.
 from_schema = pytest.importorskip("hypothesis_graphql").from_schema

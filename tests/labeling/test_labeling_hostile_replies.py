@@ -18,8 +18,8 @@ from labeling_support import (
     hostile_prediction_replies,
 )
 
+from extractor.config import LabelingSettings
 from extractor.labeling.autolabel import Batch, parse_reply
-from extractor.labeling.config import LabelingSettings
 from extractor.labeling.documents import cell, importable_from_reply
 from extractor.labeling.errors import JobFailure
 from extractor.labeling.reply_json import (

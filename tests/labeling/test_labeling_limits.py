@@ -20,7 +20,6 @@ from labeling_support import (
     User,
 )
 
-from extractor.labeling.config import LabelingSettings, limits_table
 from extractor.labeling.documents import (
     DocumentTooLarge,
     TextBudget,
@@ -530,21 +529,3 @@ def test_an_oversized_json_body_is_a_413(make_server: MakeServer) -> None:
         files={"0": ("a.txt", io.BytesIO(b"a"), "text/plain")},
     )
     assert response.status_code == 413, response.text
-
-
-# -- documentation ------------------------------------------------------------------------------
-
-
-def test_the_limits_tables_are_generated_from_the_settings() -> None:
-    from pathlib import Path
-
-    import extractor.labeling
-
-    table = limits_table()
-    here = Path(extractor.labeling.__file__).parent
-    assert table in (here / "README-settings.md").read_text(), "paste limits_table() there"
-    readme = (here.parents[1] / "README.md").read_text()
-    assert "### Limits and multi-tenancy" in readme and table in readme
-    assert table.count("\n") - 2 == sum(
-        1 for f in LabelingSettings.__dataclass_fields__.values() if "help" in f.metadata
-    )

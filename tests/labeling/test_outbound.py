@@ -42,6 +42,7 @@ from extractor.labeling.outbound import (
     OutboundSettings,
     OutboundTimeout,
 )
+from extractor.labeling.outbound.retries import parse_retry_after
 
 SECRET = "s3cret-token-do-not-leak"
 
@@ -492,7 +493,9 @@ def test_policy_parsing() -> None:
         "model.test:443",
     ]
     assert "127.0.0.0/8:*" in repr(policy)
-    env_policy = OutboundPolicy.from_env({outbound.ALLOW_ENV_VAR: "http://10.1.2.3"})
+    env_policy = OutboundPolicy.from_env(
+        outbound.ALLOW_ENV_VAR, {outbound.ALLOW_ENV_VAR: "http://10.1.2.3"}
+    )
     assert env_policy.entries == (
         outbound.AllowEntry("http", None, ipaddress.ip_network("10.1.2.3/32"), 80),
     )
@@ -515,7 +518,7 @@ def test_policy_parsing() -> None:
 )
 def test_policy_entries_must_name_their_port(entry: str, why: str) -> None:
     with pytest.raises(ValueError, match=outbound.ALLOW_ENV_VAR) as info:
-        OutboundPolicy(entry)
+        OutboundPolicy(entry, setting=outbound.ALLOW_ENV_VAR)
     assert why in str(info.value) and "127.0.0.1:8000" in str(info.value)
 
 
@@ -878,7 +881,7 @@ def test_slow_resolver_is_bounded_by_the_connect_timeout() -> None:
 
 
 def test_retry_after_parsing() -> None:
-    parse = outbound._parse_retry_after
+    parse = parse_retry_after
     assert parse("3") == 3.0
     assert parse(None) is None and parse("soon") is None and parse("-1") is None
     later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)

@@ -1,0 +1,361 @@
+"""Live transcription (WS /v1/realtime?intent=transcription): latency, accuracy and cost.
+
+Real speech (the five LibriVox utterances of bench.datasets, 1.5 s apart, and an espeak-ng
+conversation of two voices) is streamed to a real ``extractor serve`` over loopback as a
+microphone would: PCM16 at 24 kHz in 40 ms messages paced to the wall clock, by 1, 2, 3 and 4
+streams at once. For each run:
+
+- **word latency**: each word's end in the audio (faster-whisper's word timestamps of the whole
+  file, the reference clock) to the delta that carried it (words matched in order);
+- **end latency**: the end of a turn's last word in the audio to its ``completed`` event;
+- **WER** of the completed transcripts against the labels, next to the same audio's WER
+  through ``POST /v1/audio/transcriptions`` (the whole file at once);
+- **CPU seconds per audio second** of the workers, **RSS per stream** (workers' RSS while
+  streaming, less idle, per stream), and ``test.png`` on ``POST /extract`` meanwhile against
+  idle.
+
+Each configuration (``--method``: the chosen short encoder window, and faster-whisper's full
+30 s window as the alternative) runs on its own server, alternating per stream count so both
+see the same load. ``python -m bench.realtime --streams 1 2 3 4`` writes bench/realtime.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import difflib
+import json
+import logging
+import statistics
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
+from extractor.conversations import conversation
+from websockets.sync.client import connect
+
+from bench import datasets
+from bench.accuracy_score import normalize_speech, speech_errors
+from bench.server import Server, cpu_seconds, group_status_sums
+from extractor import samples
+
+log = logging.getLogger("bench.realtime")
+RATE = 24_000
+CHUNK_MS = 40
+GAP_SECONDS = 1.5
+METHODS = {
+    "short-window": ("--realtime-min-window-seconds", "10"),
+    "full-window": ("--realtime-min-window-seconds", "30"),
+}
+
+
+@dataclass
+class Recording:
+    """One stream's audio and what is known of it."""
+
+    name: str
+    pcm: bytes  # PCM16 mono 24 kHz
+    text: str  # the labels
+    words: list[tuple[str, float]] = field(default_factory=list)  # (word, end s) reference
+
+    @property
+    def seconds(self) -> float:
+        return len(self.pcm) / 2 / RATE
+
+
+def to_pcm24(samples_: np.ndarray, rate: int) -> bytes:
+    resampler = av.AudioResampler(format="s16", layout="mono", rate=RATE)
+    frame = av.AudioFrame.from_ndarray(
+        np.ascontiguousarray(samples_.reshape(1, -1), np.float32), format="flt", layout="mono"
+    )
+    frame.sample_rate = rate
+    out = [*resampler.resample(frame), *resampler.resample(None)]
+    return b"".join(bytes(f.planes[0])[: f.samples * 2] for f in out)
+
+
+def recordings() -> list[Recording]:
+    gap = np.zeros(int(GAP_SECONDS * 16_000), np.float32)
+    pieces, texts = [gap], []
+    for utterance in datasets.librivox():
+        wav, rate = samples.decode_wav(utterance.wav.read_bytes())
+        assert rate == 16_000
+        pieces += [wav[0], gap]
+        texts.append(utterance.text)
+    librivox = Recording("librivox", to_pcm24(np.concatenate(pieces), 16_000), " ".join(texts))
+    talk = conversation(turns=6, seed=3)
+    wav, rate = samples.decode_wav(talk.wav())
+    lead = np.zeros(int(rate * 1.0), np.float32)
+    espeak = Recording(
+        "espeak-talk",
+        to_pcm24(np.concatenate([lead, wav[0], lead]), rate),
+        " ".join(t.text for t in talk.turns),
+    )
+    return [librivox, espeak]
+
+
+def reference_words(recording: Recording) -> list[tuple[str, float]]:
+    """Each word's end (s) by faster-whisper's word timestamps on the whole file."""
+    from faster_whisper import WhisperModel
+
+    from extractor.asr.faster import bundled_model_dir
+
+    model = WhisperModel(str(bundled_model_dir()), device="cpu", compute_type="int8")
+    audio = np.frombuffer(recording.pcm, "<i2").astype(np.float32) / 32768
+    audio16 = np.interp(np.arange(0, len(audio), 1.5), np.arange(len(audio)), audio)
+    segments, _ = model.transcribe(audio16.astype(np.float32), word_timestamps=True, beam_size=5)
+    return [(w.word.strip(), w.end) for s in segments for w in (s.words or [])]
+
+
+@dataclass
+class StreamResult:
+    word_latencies: list[float]
+    end_latencies: list[float]
+    transcript: str
+    audio_seconds: float
+    failed: str | None = None
+
+
+def stream(url: str, recording: Recording, start_at: float) -> StreamResult:
+    """Send ``recording`` paced to the wall clock; time every event."""
+    received: list[tuple[float, dict[str, Any]]] = []
+    ws_url = url.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+    with connect(ws_url, open_timeout=60, max_size=None) as ws:
+        first = json.loads(ws.recv(timeout=60))
+        if first["type"] != "session.created":
+            return StreamResult([], [], "", 0, failed=json.dumps(first))
+
+        def read() -> None:
+            try:
+                for message in ws:
+                    received.append((time.monotonic(), json.loads(message)))
+            except Exception:  # the connection closed
+                return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        size = RATE * 2 * CHUNK_MS // 1000
+        while time.monotonic() < start_at:
+            time.sleep(0.005)
+        t0 = time.monotonic()
+        for index, offset in enumerate(range(0, len(recording.pcm), size)):
+            due = t0 + index * CHUNK_MS / 1000
+            time.sleep(max(0.0, due - time.monotonic()))
+            chunk = base64.b64encode(recording.pcm[offset : offset + size]).decode()
+            ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+        ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            kinds = [e["type"] for _t, e in received]
+            if (kinds and kinds[-1] == "conversation.item.done") or "error" in kinds:
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)
+    return score(recording, received, t0)
+
+
+def score(
+    recording: Recording, received: list[tuple[float, dict[str, Any]]], t0: float
+) -> StreamResult:
+    """Match streamed words to the reference words in order; time them."""
+    streamed: list[tuple[str, float]] = []  # (word, arrival)
+    ends: list[tuple[int, float]] = []  # (index of the turn's last streamed word, completion)
+    transcripts = []
+    for at, event in received:
+        if event["type"] == "conversation.item.input_audio_transcription.delta":
+            streamed += [(w, at - t0) for w in event["delta"].split()]
+        elif event["type"].endswith("transcription.completed") and event["transcript"].strip():
+            transcripts.append(event["transcript"])
+            ends.append((len(streamed) - 1, at - t0))
+    norm = [normalize_speech(w) for w, _t in streamed]
+    ref = [normalize_speech(w) for w, _e in recording.words]
+    matcher = difflib.SequenceMatcher(a=norm, b=ref, autojunk=False)
+    ref_of: dict[int, int] = {}
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            ref_of[block.a + k] = block.b + k
+    word_latencies = [
+        arrival - recording.words[ref_of[i]][1]
+        for i, (_w, arrival) in enumerate(streamed)
+        if i in ref_of
+    ]
+    end_latencies = []
+    for last, completed in ends:
+        matched = [ref_of[i] for i in range(max(0, last - 3), last + 1) if i in ref_of]
+        if matched:
+            end_latencies.append(completed - recording.words[max(matched)][1])
+    return StreamResult(word_latencies, end_latencies, " ".join(transcripts), recording.seconds)
+
+
+def whole_file_text(url: str, recording: Recording) -> str:
+    wav = samples.encode_audio(
+        (np.frombuffer(recording.pcm, "<i2").astype(np.float32) / 32768).reshape(1, -1),
+        RATE,
+        "wav",
+    )
+    return post(url + "/v1/audio/transcriptions", "audio.wav", wav, {"response_format": "text"})
+
+
+def post(url: str, filename: str, data: bytes, fields: dict[str, str]) -> str:
+    boundary = uuid.uuid4().hex
+    body = b""
+    for name, value in fields.items():
+        body += (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'
+        ).encode()
+    body += (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
+    body += data + f"\r\n--{boundary}--\r\n".encode()
+    request = urllib.request.Request(
+        url, data=body, headers={"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    )
+    with urllib.request.urlopen(request, timeout=300) as reply:
+        return str(reply.read().decode())
+
+
+def extract_png_seconds(url: str, png: bytes) -> float:
+    boundary = uuid.uuid4().hex
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="upload"; filename="test.png"\r\n'
+            "Content-Type: image/png\r\n\r\n"
+        ).encode()
+        + png
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    request = urllib.request.Request(
+        url + "/extract",
+        data=body,
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+    )
+    started = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=300) as reply:
+        reply.read()
+    return time.perf_counter() - started
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def run(server: Server, streams: int, recording: Recording, png: bytes) -> dict[str, Any]:
+    url = f"http://{server.host}:{server.port}"
+    pids = server.worker_pids()
+    group = server.process.pid if server.process else 0
+    idle_rss = group_status_sums(group, "VmRSS")["VmRSS"]
+    cpu_before = sum(cpu_seconds(p) for p in pids)
+    results: list[StreamResult] = []
+    start_at = time.monotonic() + 1.0
+    threads = [
+        threading.Thread(
+            target=lambda offset=i: results.append(stream(url, recording, start_at + 0.37 * offset))
+        )
+        for i in range(streams)
+    ]
+    for thread in threads:
+        thread.start()
+    png_times: list[float] = []
+    peak_rss = idle_rss
+    time.sleep(3)
+    while any(t.is_alive() for t in threads):
+        png_times.append(extract_png_seconds(url, png))
+        peak_rss = max(peak_rss, group_status_sums(group, "VmRSS")["VmRSS"])
+        time.sleep(1.5)
+    for thread in threads:
+        thread.join()
+    cpu = sum(cpu_seconds(p) for p in pids) - cpu_before
+    words = [x for r in results for x in r.word_latencies]
+    ends = [x for r in results for x in r.end_latencies]
+    errors = [speech_errors([recording.text], [r.transcript]).wer for r in results]
+    return {
+        "streams": streams,
+        "failed": [r.failed for r in results if r.failed],
+        "word_p50": pct(words, 50), "word_p90": pct(words, 90), "word_p95": pct(words, 95),
+        "end_p50": pct(ends, 50), "end_p90": pct(ends, 90), "end_p95": pct(ends, 95),
+        "wer": statistics.mean(errors) if errors else float("nan"),
+        "cpu_per_audio_s": cpu / sum(r.audio_seconds for r in results) if results else 0,
+        "rss_per_stream_mb": (peak_rss - idle_rss) / 1024 / streams,
+        "png_s": statistics.median(png_times) if png_times else float("nan"),
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=int, nargs="+", default=[1, 2, 3, 4])
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--recordings", nargs="+", default=["librivox", "espeak-talk"])
+    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("realtime.md"))
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    chosen = [r for r in recordings() if r.name in args.recordings]
+    for recording in chosen:
+        recording.words = reference_words(recording)
+    png = samples.encode_image(samples.text_page(["Invoice 4417", "Harbor Street"]).image, "PNG")
+    rows: list[tuple[str, str, dict[str, Any]]] = []
+    whole: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as logs:
+        servers = {}
+        for method in args.methods:
+            server = Server(
+                "--workers", "2", "--realtime-sessions", "2", *METHODS[method],
+                log_dir=Path(logs), name=method,
+            )  # fmt: skip
+            server.start()
+            server.wait_ready(2)
+            servers[method] = server
+        try:
+            first = next(iter(servers.values()))
+            url = f"http://{first.host}:{first.port}"
+            idle_png = statistics.median(extract_png_seconds(url, png) for _ in range(5))
+            for recording in chosen:
+                text = whole_file_text(url, recording)
+                whole[recording.name] = speech_errors([recording.text], [text]).wer
+                for streams in args.streams:
+                    for method, server in servers.items():  # alternating: the same load
+                        row = run(server, streams, recording, png)
+                        log.info("%s %s %s", recording.name, method, row)
+                        rows.append((recording.name, method, row))
+        finally:
+            for server in servers.values():
+                server.stop()
+    write_report(args.out, rows, whole, idle_png)
+
+
+def write_report(
+    out: Path, rows: list[tuple[str, str, dict[str, Any]]], whole: dict[str, float], idle_png: float
+) -> None:
+    lines = [
+        "# Live transcription: latency, accuracy, cost",
+        "",
+        "Measured by `python -m bench.realtime` (bench/realtime.py says how); machine shared"
+        " with other jobs, so absolute times are only indicative.",
+        "",
+        f"`test.png` on `POST /extract`, idle: {idle_png:.2f} s (median of 5).",
+        "",
+        "| recording | method | streams | word p50 / p90 / p95 s | end p50 / p90 / p95 s |"
+        " WER streamed | WER whole file | CPU s per audio s | RSS MB per stream |"
+        " test.png s | failures |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, method, r in rows:
+        lines.append(
+            f"| {name} | {method} | {r['streams']} | {r['word_p50']:.2f} / {r['word_p90']:.2f}"
+            f" / {r['word_p95']:.2f} | {r['end_p50']:.2f} / {r['end_p90']:.2f} /"
+            f" {r['end_p95']:.2f} | {r['wer']:.1%} | {whole[name]:.1%} |"
+            f" {r['cpu_per_audio_s']:.2f} | {r['rss_per_stream_mb']:.0f} | {r['png_s']:.2f} |"
+            f" {len(r['failed'])} |"
+        )
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

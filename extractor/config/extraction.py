@@ -1,0 +1,250 @@
+"""Settings of the extractor (``EXTRACTOR_*``): what one deployment is configured to do.
+
+Every field is declared with :func:`~extractor.config.fields.setting`; from it come its
+environment variable ``EXTRACTOR_<NAME>``, the flag ``--<name>`` of ``extractor serve`` and
+``extractor extract``, its checks and its row of the README's tables (``make settings-table``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .engines import EngineSettings, cpu_count
+from .fields import setting
+
+# Reply formats a deployment may answer in when the Accept header leaves the choice open: those
+# that fit every document (a subtitle format cannot answer for an image). Named here rather than
+# read from the formats registry, which sits above the settings; tests/test_settings.py checks
+# the two agree.
+DEFAULT_FORMATS = ("json", "text")
+
+
+@dataclass(frozen=True)
+class Settings(EngineSettings):
+    """What one extractor deployment is configured to do.
+
+    How the engines read (OCR, PDF pages, speech, speaker labels) is declared in
+    :class:`EngineSettings` (its own README table); these are serving, limits and live
+    transcription.
+    """
+
+    env_prefix: ClassVar[str] = "EXTRACTOR_"
+
+    # -- serving --------------------------------------------------------------------------
+    bind: str = setting("127.0.0.1:8000", "", "Address gunicorn listens on (HOST:PORT).")
+    workers: int = setting(
+        0,
+        "processes",
+        "gunicorn worker processes; 0 means one per CPU core (each loads its own engines).",
+        at_least=0,
+    )
+    threads: int = setting(
+        4,
+        "threads",
+        "Threads per worker: one runs the engine, the others answer health checks and queue.",
+        at_least=1,
+    )
+    engine_slots: int = setting(
+        1,
+        "extractions",
+        "Extractions a worker runs at once; more waits in the worker's queue.",
+        at_least=1,
+    )
+    queue_size: int = setting(
+        8,
+        "requests",
+        "Requests a worker lets wait for an engine slot; beyond it: 503 with Retry-After.",
+        at_least=0,
+    )
+    request_timeout: float = setting(
+        900.0,
+        "seconds",
+        "Seconds one extraction may take (queue wait included) before a 504.",
+        above=0,
+    )
+    header_timeout: float = setting(
+        10.0,
+        "seconds",
+        "Seconds a request's line and headers may take to arrive (408 and close; a connection"
+        " that sent nothing is just closed). Requests are received whole before a thread sees"
+        " them, so a slow client holds no thread meanwhile.",
+        above=0,
+    )
+    body_timeout: float = setting(
+        30.0,
+        "seconds",
+        "Seconds a request body may take to arrive, plus 1 s per EXTRACTOR_BODY_MIN_RATE bytes"
+        " received (408 and close).",
+        above=0,
+    )
+    body_min_rate: int = setting(
+        100_000,
+        "bytes/s",
+        "Bytes per second an upload at least this fast never times out (a 200 MB upload has"
+        " 30 s + 2,000 s); a body dribbled slower gets its 408 after ~EXTRACTOR_BODY_TIMEOUT.",
+        at_least=1,
+    )
+    send_timeout: float = setting(
+        30.0,
+        "seconds",
+        "Seconds a client may take to read a reply, plus 1 s per EXTRACTOR_BODY_MIN_RATE bytes"
+        " of it; then the connection is closed and the thread serving it freed.",
+        above=0,
+    )
+    keepalive_timeout: int = setting(
+        75,
+        "seconds",
+        "Seconds an idle kept-alive connection waits for the client's next request (it holds no"
+        " thread meanwhile). Longer than common clients' and proxies' own idle limits (httpx"
+        " 5 s, nginx upstream 60 s), so they close first instead of sending a request into a"
+        " connection being closed.",
+        at_least=1,
+    )
+    max_pending_connections: int = setting(
+        256,
+        "requests",
+        "Requests one worker may be receiving at once (their bodies spooled to memory up to"
+        " 64 KiB, then to an unlinked file in EXTRACTOR_TMP_DIR); a connection beyond them gets"
+        " 503 with Retry-After.",
+        at_least=1,
+    )
+    secret: str | None = setting(
+        None,
+        "",
+        "Shared secret: when set, requests need 'Authorization: Bearer <secret>'.",
+        secret=True,
+    )
+    default_format: str = setting(
+        "json",
+        "",
+        "Reply format when the Accept header leaves the choice open.",
+        choices=DEFAULT_FORMATS,
+    )
+    validate_replies: bool = setting(
+        True, "", "Check every JSON reply against schemas/importable.schema.json before sending it."
+    )
+    tmp_dir: str | None = setting(
+        None, "", "Directory for per-request temporary files (default: the system's)."
+    )
+    log_level: str = setting("info", "", "Log level (debug, info, warning, error).")
+    malloc_huge_pages: bool = setting(
+        True,
+        "",
+        "Back the workers' large heap blocks with transparent huge pages (glibc's"
+        " GLIBC_TUNABLES=glibc.malloc.hugetlb=1, set by `extractor serve` re-executing itself"
+        " once): a transcription then faults ~6x fewer pages, ~20% less CPU on a 6 s clip; no"
+        " effect where the kernel's THP is off.",
+    )
+    metrics: bool = setting(True, "", "Serve Prometheus metrics at GET /metrics.")
+    metrics_require_secret: bool = setting(
+        False,
+        "",
+        "Put /metrics behind EXTRACTOR_SECRET too (off: scrapers need no secret, and the"
+        " numbers hold no request content).",
+    )
+    # -- limits ---------------------------------------------------------------------------
+    max_upload_bytes: int = setting(
+        200 * 1024 * 1024, "bytes", "Largest accepted upload in bytes (413).", at_least=1
+    )
+    max_pages: int = setting(
+        100, "pages", "Most pages (PDF pages, TIFF frames) in one document (413).", at_least=1
+    )
+    max_audio_seconds: float = setting(
+        3 * 3600.0, "seconds", "Longest accepted audio, in seconds (413).", above=0
+    )
+    audio_chunk_seconds: float = setting(
+        30.0,
+        "seconds",
+        "Seconds of decoded audio a worker holds at once: longer audio is decoded in pieces of"
+        " this length into a temporary file (64 KB per second and channel) and transcribed in"
+        " windows of at most this length, cut at quiet moments. 60 makes a one-minute clip one"
+        " faster-whisper call as bare makes it (2 encoder passes instead of 4, 10% more of a"
+        " LibriVox minute's words) but took an hour of 8 kHz speech to 337 MB (30: 262 MB).",
+        above=0,
+    )
+    max_ocr_languages: int = setting(
+        3,
+        "languages",
+        "Most Tesseract languages one request may name in ?ocr_languages= (400).",
+        at_least=1,
+    )
+    # -- live transcription (WS /v1/realtime?intent=transcription) -------------------------
+    realtime_sessions: int = setting(
+        2,
+        "sessions",
+        "Live transcription streams one worker serves at once (0: none); one more gets an"
+        " `error` (code session_limit_reached) and close code 1013. A stream costs its worker"
+        " a share of one decoding thread (bench/realtime.md).",
+        at_least=0,
+    )
+    realtime_session_seconds: float = setting(
+        3600.0,
+        "seconds",
+        "Longest a live session may stay open; then `error` session_expired and close 1001.",
+        above=0,
+    )
+    realtime_idle_timeout: float = setting(
+        60.0,
+        "seconds",
+        "Seconds a live session may go without a message from its client; then `error`"
+        " idle_timeout and close 1001.",
+        above=0,
+    )
+    realtime_max_append_bytes: int = setting(
+        15 * 1024 * 1024,
+        "bytes",
+        "Largest audio one input_audio_buffer.append may carry (OpenAI's limit); a larger"
+        " message is dropped as it arrives and answered with `error` audio_too_large, the"
+        " session going on.",
+        at_least=1024,
+    )
+    realtime_buffer_bytes: int = setting(
+        1024 * 1024,
+        "bytes",
+        "Client messages a live session holds before it has processed them; past it the"
+        " server stops reading the socket until it catches up, so a client sending audio"
+        " faster than real time is slowed down by TCP, not buffered.",
+        at_least=64 * 1024,
+    )
+    realtime_send_buffer_bytes: int = setting(
+        1024 * 1024,
+        "bytes",
+        "Server events a live client may leave unread; past it the connection is dropped.",
+        at_least=64 * 1024,
+    )
+    realtime_step_seconds: float = setting(
+        0.5,
+        "seconds",
+        "Seconds of new audio between two partial decodes of a live turn (LocalAgreement-2"
+        " sends a word once two successive decodes agree on it): less is lower latency for"
+        " more CPU (bench/realtime.md).",
+        above=0,
+    )
+    realtime_beam_size: int = setting(
+        1,
+        "beams",
+        "Beam size of a live turn's decodes (1: greedy, the fastest).",
+        at_least=1,
+    )
+    realtime_min_window_seconds: float = setting(
+        10.0,
+        "seconds",
+        "Shortest audio Whisper's encoder is given for a live decode (the turn, padded with"
+        " silence to this length); 30 is Whisper's full window, as faster-whisper always"
+        " pads, about 10x the encoder's cost (bench/realtime.md).",
+        above=0,
+        at_most=30,
+    )
+    realtime_threads: int = setting(
+        1,
+        "threads",
+        "CPU threads of a worker's live decoder (one decoder per worker, models loaded on the"
+        " first live session).",
+        at_least=1,
+    )
+
+    # -- derived --------------------------------------------------------------------------
+    @property
+    def worker_count(self) -> int:
+        return self.workers or cpu_count()

@@ -1,0 +1,350 @@
+"""The extraction pipeline: decode -> engine -> Document, bounded by a per-worker engine gate.
+
+Nothing here knows HTTP: the web layer and the ``extract`` command both call
+``Extractor.extract`` and render the ``Document`` it returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TypeVar
+
+from extractor import metrics
+from extractor.asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
+from extractor.asr.speaker_count import SpeakerCount
+from extractor.asr.speakers import SpeakerDiarizer, label_segments
+from extractor.config import Settings
+from extractor.errors import EngineTimeout, InvalidParameter, SpeakerAudioTooLong
+from extractor.heap import limit_heap_retention, trim_heap
+from extractor.media.audio import SAMPLE_RATE
+from extractor.media.images import PageImage, image_pages
+from extractor.media.pdf import PdfPages
+from extractor.media.sniff import MediaKind, Sniffed
+from extractor.media.spooled import decode_spooled
+from extractor.ocr.orientation import Reading, read_upright
+from extractor.ocr.tesseract import OcrOptions, TesseractEngine
+from extractor.pipeline.gate import EngineGate, PagesAhead
+from extractor.pipeline.transcript import Track, shift, transcript_lines
+from extractor.replies.importable import Document, DocumentKind, Line, Page
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+# audio: "channels" transcribes each stereo channel as a speaker; "auto" diarizes the mix
+
+
+@dataclass(frozen=True)
+class ExtractOptions:
+    """Per-request choices on top of the deployment's settings."""
+
+    language: str | None = None  # audio: ISO 639-1, overrides EXTRACTOR_ASR_LANGUAGE
+    speakers: str | None = None  # audio: one of SPEAKER_MODES
+    speaker_count: SpeakerCount | None = None  # speakers=auto: num/min/max_speakers, if given
+    word_timestamps: bool = False  # audio: each word's time span in the cell's metadata
+    prompt: str | None = None  # audio: text that conditions the transcription (OpenAI 'prompt')
+    temperature: float | None = None  # audio: decoding temperature; None keeps the fallback
+    ocr_languages: str | None = None  # OCR: '+'-joined, overrides EXTRACTOR_OCR_LANGUAGES
+    ocr_rotate: bool | None = None  # OCR: turn pages upright; None: EXTRACTOR_OCR_ROTATE
+
+
+@dataclass
+class Timings:
+    """Seconds spent per stage of one request, for the structured log."""
+
+    stages: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stages[name] = round(self.stages.get(name, 0.0) + time.perf_counter() - started, 4)
+
+
+class Extractor:
+    """One worker's engines (Tesseract and one Whisper engine) and the gate in front of them."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.ocr = TesseractEngine(
+            OcrOptions(
+                settings.ocr_languages, settings.ocr_psm, settings.ocr_in_process,
+                settings.ocr_warm_engines,
+            )
+        )  # fmt: skip
+        factory = ENGINES[settings.asr_engine]
+        self.speech: SpeechEngine = factory(
+            settings.asr_model, settings.asr_threads, settings.asr_compute_type,
+            settings.model_cache_dir,
+        )  # fmt: skip
+        self.gate = EngineGate(settings.engine_slots, settings.queue_size)
+        self.speakers = SpeakerDiarizer(  # loads on first speakers=auto
+            settings.asr_threads, settings.speakers_merge_similarity, settings.speakers_min_speech
+        )
+        self._ocr_status: dict[str, object] | None = None
+
+    def load(self) -> None:
+        """Load and warm everything; gunicorn calls this in each worker right after the fork."""
+        started = time.monotonic()
+        limit_heap_retention()
+        # The speech model first: loaded after Tesseract's, its loading scratch fragmented the
+        # heap around Tesseract's models and a ready worker held 4 MB more.
+        self.speech.load()
+        self._ocr_status = self.ocr.check()
+        trim_heap()  # the warm-up's scratch memory: a ready worker's RSS is then its steady one
+        seconds = time.monotonic() - started
+        metrics.ENGINE_LOAD_SECONDS.set(seconds)
+        log.info("engines ready", extra={"load_s": round(seconds, 2)})
+
+    def readiness(self) -> tuple[bool, dict[str, object]]:
+        """Whether this worker can serve every kind of file, and the details why not."""
+        ocr = self._ocr_status
+        ready = bool(ocr) and not ocr.get("missing_languages") and self.speech.loaded  # type: ignore[union-attr]
+        return ready, {
+            "tesseract": ocr or "not checked",
+            "speech": {"engine": self.speech.name, "loaded": self.speech.loaded},
+            "queue": {"pending": self.gate.pending},
+        }
+
+    def extract(
+        self,
+        path: Path,
+        name: str,
+        sniffed: Sniffed,
+        workdir: Path,
+        options: ExtractOptions | None = None,
+        timings: Timings | None = None,
+    ) -> Document:
+        """Turn the file at ``path`` into a Document within the request timeout."""
+        options = options or ExtractOptions()
+        timings = timings or Timings()
+        deadline = time.monotonic() + self.settings.request_timeout
+        cancel = threading.Event()
+
+        def job() -> Document:
+            if sniffed.kind is MediaKind.AUDIO:
+                return self._audio(path, name, workdir, options, timings, cancel)
+            return self._ocr(path, name, sniffed, workdir, deadline, timings, options)
+
+        with timings.stage("queue+work"):
+            return self.gate.run(job, deadline, cancel)
+
+    # -- OCR ------------------------------------------------------------------------------
+
+    def _ocr(
+        self, path: Path, name: str, sniffed: Sniffed, workdir: Path, deadline: float,
+        timings: Timings, options: ExtractOptions,
+    ) -> Document:  # fmt: skip
+        max_pages = self.settings.max_pages
+        if sniffed.kind is MediaKind.PDF:
+            # PDFium runs in a renderer process of this document's own (media.PdfPages): the
+            # pages' pixels are rendered there, outside this worker's memory, and written into
+            # the workdir; Tesseract reads them as any other document's pages (_ocr_pages).
+            # A page past EXTRACTOR_PDF_PAGE_TIMEOUT kills that process, nobody else's.
+            with timings.stage("decode"):
+                pdf = PdfPages(
+                    path, workdir, self.settings.pdf_dpi, max_pages,
+                    page_timeout=self.settings.pdf_page_timeout, deadline=deadline,
+                    memory_mb=self.settings.pdf_render_memory_mb,
+                )  # fmt: skip
+            try:
+                # The renderer works ahead of the readers: a page is rendered while the ones
+                # before it are read, not when a reader comes for it.
+                with PagesAhead(
+                    pdf.count, lambda i: pdf.render(i, deadline), self.settings.page_parallelism
+                ) as ahead:
+                    per_page = self._ocr_pages(pdf.count, ahead.get, deadline, timings, options)
+            finally:
+                pdf.close()
+        else:
+            with timings.stage("decode"):
+                images = image_pages(path, workdir, max_pages)
+            per_page = self._ocr_pages(len(images), images.__getitem__, deadline, timings, options)
+        if len(per_page) > 1 and self.settings.ocr_in_process_pages:
+            # Pages leave 15-20 MB in the warm API and its heap (a 10-page 300 dpi PDF: 242 MB
+            # after, 224 MB once renewed), which the next transcription's peak would stand on;
+            # ~50 ms once per document gives it back. A single image keeps its API as it is.
+            with timings.stage("renew"):
+                self.ocr.renew()
+        pages = tuple(page for page, _lines in per_page)
+        lines = tuple(line for _page, page_lines in per_page for line in page_lines)
+        return Document(name=name, kind=DocumentKind.OCR, lines=lines, pages=pages)
+
+    def _ocr_pages(
+        self, count: int, page: Callable[[int], PageImage], deadline: float, timings: Timings,
+        options: ExtractOptions,
+    ) -> list[tuple[Page, list[Line]]]:  # fmt: skip
+        """OCR ``count`` pages, ``EXTRACTOR_OCR_PARALLEL_PAGES`` at a time, in page order.
+
+        At most ``EXTRACTOR_OCR_IN_PROCESS_PAGES`` of them are read by the warm in-process
+        Tesseract at once; a page that finds every such place taken goes through the CLI. A
+        300 dpi page costs Tesseract 30-40 MB while it is read and leaves some of it in the
+        reader's heap: in a worker that also holds a speech model, two pages at once pushed a
+        10-page PDF to 314 MB and the next transcription to 311 MB, one page at a time in
+        process plus one through the CLI keeps both under 300 MB at the price of the CLI's
+        model loading (~0.06 s) on half the pages.
+        """
+        in_process = threading.BoundedSemaphore(self.settings.ocr_in_process_pages)
+
+        def one(index: int) -> tuple[Page, list[Line]]:
+            image = page(index)
+            warm = in_process.acquire(blocking=False)  # never, with 0 places
+            try:
+                return self._ocr_page(image, deadline, timings, options, in_process=warm)
+            finally:
+                if warm:
+                    in_process.release()
+
+        return self._pages_in_parallel(count, one)
+
+    def _ocr_page(
+        self, image: PageImage, deadline: float, timings: Timings, options: ExtractOptions,
+        *, in_process: bool = True,
+    ) -> tuple[Page, list[Line]]:  # fmt: skip
+        if image.derived:
+            # A re-encoded image's pixels were just freed; glibc would keep them in its arenas
+            # for the whole document (a 10-page 300 dpi PDF rendered in-process: peak 379 MB
+            # without, 339 with). PDF pages now render in their own process (media.PdfPages),
+            # so for them this only returns what Tesseract freed from the previous page.
+            trim_heap()
+
+        def read(page: PageImage) -> list[Line]:
+            return self.ocr.recognise(page, deadline, options.ocr_languages, in_process=in_process)
+
+        rotate = self.settings.ocr_rotate if options.ocr_rotate is None else options.ocr_rotate
+        try:
+            with timings.stage("engine"):
+                reading = read_upright(read, image, deadline) if rotate else Reading(read(image))
+        finally:
+            if image.derived:  # a 300 dpi page is ~9 MB: don't keep a long PDF's pages on disk
+                image.path.unlink(missing_ok=True)
+        turn = reading.turn
+        return Page(image.index, image.width, image.height, 90 * turn.quarter, turn.skew), (
+            reading.lines
+        )
+
+    def _pages_in_parallel(self, count: int, work: Callable[[int], T]) -> list[T]:
+        """Pages run concurrently (one Tesseract instance each), results kept in page order."""
+        if count == 1:
+            return [work(0)]
+        with ThreadPoolExecutor(min(count, self.settings.page_parallelism)) as pool:
+            futures = [pool.submit(work, index) for index in range(count)]
+            try:
+                return [future.result() for future in futures]
+            except BaseException:
+                # One page failed (a 504, a bad page): the rest would only be thrown away.
+                for future in futures:
+                    future.cancel()
+                raise
+
+    # -- audio ----------------------------------------------------------------------------
+
+    def _audio(
+        self, path: Path, name: str, workdir: Path, options: ExtractOptions, timings: Timings,
+        cancel: threading.Event,
+    ) -> Document:  # fmt: skip
+        by_channel = options.speakers == "channels"
+        if options.speakers == "auto":
+            self.speakers.require()
+        language = options.language or self.settings.asr_language
+        if language is not None:
+            self.speech.load()
+            known = self.speech.languages()
+            if language not in known:
+                raise InvalidParameter(
+                    f"language {language!r} is not one this model transcribes"
+                    f" ({', '.join(sorted(known)[:12])}{', ...' if len(known) > 12 else ''})"
+                )
+        with timings.stage("decode"):
+            audio = decode_spooled(
+                path, workdir, max_seconds=self.settings.max_audio_seconds,
+                keep_channels=by_channel, piece_seconds=self.settings.audio_chunk_seconds,
+            )  # fmt: skip
+            duration_ms = int(audio.duration * 1000)
+            if options.speakers == "auto" and audio.duration > self.settings.speakers_max_seconds:
+                raise SpeakerAudioTooLong(
+                    f"speakers=auto labels at most {self.settings.speakers_max_seconds:g} s of"
+                    f" audio (EXTRACTOR_SPEAKERS_MAX_SECONDS); this file has"
+                    f" {audio.duration:.0f} s"
+                )
+            two = audio.rows == 2
+            window = int(self.settings.audio_chunk_seconds * SAMPLE_RATE)
+            tracks = [Track.spooled(audio, row, window) for row in range(audio.rows)]
+            del audio
+        transcribe = TranscribeOptions(
+            language=language,
+            beam_size=self.settings.asr_beam_size,
+            vad=self.settings.asr_vad,
+            word_timestamps=options.word_timestamps,
+            prompt=options.prompt,
+            temperature=options.temperature,
+            cancel=cancel,
+        )
+        lines: list[Line] = []
+        with timings.stage("engine"):
+            if two:
+                for channel in range(2):
+                    transcript = self._transcribe(tracks[channel], transcribe)
+                    speaker = f"Speaker {channel + 1}"
+                    lines += transcript_lines(transcript, duration_ms, speaker, transcribe)
+                    language = language or transcript.language
+                lines.sort(key=lambda line: (line.start_ms or 0, line.end_ms or 0))
+            elif options.speakers == "auto":
+                lines, language = self._speaker_lines(
+                    tracks[0], duration_ms, transcribe, timings, options.speaker_count
+                )
+            else:
+                transcript = self._transcribe(tracks[0], transcribe)
+                lines = transcript_lines(transcript, duration_ms, None, transcribe)
+                language = transcript.language
+        return Document(
+            name=name, kind=DocumentKind.AUDIO, lines=tuple(lines), language=language,
+            duration_ms=duration_ms,
+        )  # fmt: skip
+
+    def _speaker_lines(
+        self, track: Track, duration_ms: int, options: TranscribeOptions, timings: Timings,
+        count: SpeakerCount | None,
+    ) -> tuple[list[Line], str | None]:  # fmt: skip
+        """``speakers=auto``: transcribe with word times, diarize, then label and split lines."""
+        transcript = self._transcribe(track, replace(options, word_timestamps=True))
+        if options.cancel is not None and options.cancel.is_set():
+            raise EngineTimeout("transcription took longer than the request timeout")
+        with timings.stage("speakers"):
+            # Whole, in memory: speakers=auto is bounded by EXTRACTOR_SPEAKERS_MAX_SECONDS.
+            turns = self.speakers.turns(track.read(0, track.windows[-1][1]), count)
+        lines: list[Line] = []
+        for segment, speaker in label_segments(transcript, turns):
+            lines += transcript_lines(Transcript((segment,), None), duration_ms, speaker, options)
+        return lines, transcript.language
+
+    def _transcribe(self, track: Track, options: TranscribeOptions) -> Transcript:
+        """Transcribe in windows of at most ``EXTRACTOR_AUDIO_CHUNK_SECONDS``, cut at quiet moments.
+
+        Whisper's feature extraction and the VAD both work on the whole signal at once, which
+        for ten minutes of audio peaked at ~500 MB above the worker's RSS; windows bound that,
+        and a cancelled request stops at the next window for either engine.
+        """
+        self.speech.load()  # a no-op once loaded at worker start
+        segments: list[TranscriptSegment] = []
+        language = None
+        for start, end in track.windows:
+            if options.cancel is not None and options.cancel.is_set():
+                raise EngineTimeout("transcription took longer than the request timeout")
+            part = self.speech.transcribe(track.read(start, end), options)
+            offset = start / SAMPLE_RATE
+            segments += [shift(segment, offset) for segment in part.segments]
+            language = language or part.language
+        return Transcript(tuple(segments), language)
+
+    def close(self) -> None:
+        self.gate.shutdown()

@@ -1,0 +1,15 @@
+"""Live transcription over a WebSocket: OpenAI's Realtime *transcription* protocol.
+
+``WS /v1/realtime?intent=transcription`` takes audio as it is spoken and sends the words back
+while the speaker is still talking. The parts, each in its own module:
+
+- ``events``: the protocol's client events (parsed and checked) and server events (built);
+- ``audio``: the input formats (PCM16 at 24 kHz, 16 kHz PCM as an extension, G.711 at 8 kHz)
+  turned into Whisper's 16 kHz float samples as they arrive;
+- ``turns``: server_vad, Silero VAD run on the stream, deciding where speech starts and stops;
+- ``agreement``: LocalAgreement-2, which turns successive hypotheses into append-only deltas;
+- ``decoder``: Whisper (faster-whisper's tiny.en int8 model) decoding the window of a turn;
+- ``session``: one stream's state, turning client events into server events;
+- ``scheduler``: the one thread per worker that runs every session's audio work;
+- ``connection``: the WebSocket itself (wsproto), served from the worker's main loop.
+"""

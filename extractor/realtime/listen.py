@@ -1,0 +1,175 @@
+"""``extractor listen [FILE|-]``: stream audio to a server's live transcription and print the
+words as they come.
+
+FILE is any audio PyAV decodes (wav, mp3, flac, ogg, m4a, webm...), sent at the pace it plays
+(``--fast``: as fast as the server reads it); ``-`` reads raw PCM16 mono little-endian from
+standard input (``--rate``, 24000 by default), as a microphone pipe gives it::
+
+    arecord -q -f S16_LE -r 24000 -c 1 | extractor listen -
+
+Each turn's words are printed as their deltas arrive and the line ends when the turn is
+completed. The client is wsproto over a plain socket, as the server is: no other dependency.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import (
+    AcceptConnection,
+    CloseConnection,
+    Message,
+    Ping,
+    RejectConnection,
+    RejectData,
+    Request,
+    TextMessage,
+)
+from wsproto.utilities import LocalProtocolError
+
+CHUNK_MS = 40
+
+
+def pcm_chunks(source: str, rate: int) -> Iterator[bytes]:
+    """The audio as 40 ms pieces of PCM16 mono at 24 kHz (stdin: at ``rate``, as given)."""
+    if source == "-":
+        size = rate * 2 * CHUNK_MS // 1000
+        while chunk := sys.stdin.buffer.read(size):
+            yield chunk
+        return
+    import av
+
+    size = 24_000 * 2 * CHUNK_MS // 1000
+    pending = b""
+    with av.open(source) as container:
+        resampler = av.AudioResampler(format="s16", layout="mono", rate=24_000)
+        stream = container.streams.audio[0]
+        for frame in [*container.decode(stream), None]:
+            for out in resampler.resample(frame):
+                pending += bytes(out.planes[0])[: out.samples * 2]
+                while len(pending) >= size:
+                    yield pending[:size]
+                    pending = pending[size:]
+    if pending:
+        yield pending
+
+
+class LiveClient:
+    """A blocking WebSocket client for /v1/realtime (wsproto over a socket)."""
+
+    def __init__(self, url: str, secret: str | None, timeout: float = 30.0) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "ws"):
+            raise SystemExit(f"extractor listen: {url}: only http:// or ws:// (TLS: use a proxy)")
+        host, port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.ws = WSConnection(ConnectionType.CLIENT)
+        self.lock = threading.Lock()
+        headers = [(b"authorization", f"Bearer {secret}".encode())] if secret else []
+        target = parts.path.rstrip("/") + "/v1/realtime?intent=transcription"
+        self._send(Request(host=f"{host}:{port}", target=target, extra_headers=headers))
+        while True:
+            event = self._next_event()
+            if isinstance(event, AcceptConnection):
+                return
+            if isinstance(event, RejectConnection):
+                status, body = event.status_code, b""
+                while event.has_body if isinstance(event, RejectConnection) else True:
+                    event = self._next_event()
+                    if isinstance(event, RejectData):
+                        body += event.data
+                        if event.body_finished:
+                            break
+                    elif isinstance(event, CloseConnection):
+                        break
+                raise SystemExit(f"extractor listen: refused with {status}: {body.decode()}")
+
+    def _send(self, event: Any) -> None:
+        with self.lock:
+            self.sock.sendall(self.ws.send(event))
+
+    def _next_event(self) -> Any:
+        while True:
+            for event in self.ws.events():
+                return event
+            data = self.sock.recv(65536)
+            self.ws.receive_data(data or None)
+            if not data:
+                return CloseConnection(code=1006)
+
+    def send_json(self, event: dict[str, Any]) -> None:
+        self._send(Message(data=json.dumps(event)))
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """Server events until the connection closes."""
+        parts: list[str] = []
+        self.sock.settimeout(None)
+        while True:
+            event = self._next_event()
+            if isinstance(event, TextMessage):
+                parts.append(event.data)
+                if event.message_finished:
+                    yield json.loads("".join(parts))
+                    parts = []
+            elif isinstance(event, Ping):
+                self._send(event.response())
+            elif isinstance(event, CloseConnection):
+                return
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, LocalProtocolError):  # already closed
+            self._send(CloseConnection(code=1000))
+        self.sock.close()
+
+
+def listen(
+    url: str, source: str, *, secret: str | None, rate: int, fast: bool, out: IO[str]
+) -> int:
+    """Stream ``source``; print each turn's words as they arrive, one line per turn."""
+    client = LiveClient(url, secret)
+    if source == "-" and rate != 24_000:
+        kind = {"type": "audio/pcm", "rate": rate}
+        update = {"type": "session.update", "session": {"audio": {"input": {"format": kind}}}}
+        client.send_json(update)
+    failures: list[str] = []
+    finished = threading.Event()
+
+    def show() -> None:
+        for event in client.events():
+            kind = event["type"]
+            if kind.endswith("transcription.delta"):
+                out.write(event["delta"])
+                out.flush()
+            elif kind.endswith("transcription.completed") and event["transcript"]:
+                out.write("\n")
+                out.flush()
+            elif kind == "error":
+                failures.append(event["error"]["message"])
+                print(f"extractor listen: {event['error']['message']}", file=sys.stderr)
+            elif kind == "conversation.item.done" and finished.is_set():
+                client.close()
+                return
+
+    reader = threading.Thread(target=show, daemon=True)
+    reader.start()
+    started = time.monotonic()
+    for index, chunk in enumerate(pcm_chunks(source, rate)):
+        if not fast and source != "-":  # a pipe is paced by whoever writes it
+            time.sleep(max(0.0, started + index * CHUNK_MS / 1000 - time.monotonic()))
+        client.send_json(
+            {"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()}
+        )
+    finished.set()
+    client.send_json({"type": "input_audio_buffer.commit"})
+    reader.join(timeout=120)
+    return 1 if failures and reader.is_alive() else 0

@@ -1,0 +1,85 @@
+"""The gunicorn worker's side of live transcription: WebSocket upgrades to /v1/realtime are
+kept in the main loop (``extractor.realtime.connection``) instead of going to a thread.
+
+``RealtimeWorkerMixin`` goes before the buffering worker in a worker class's bases; it reads
+the extractor's settings from the app the worker loaded and builds the worker's scheduler
+(its decoder loads on the first live session, so workers that never see one pay nothing).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .connection import RealtimeLimits, RealtimeServer
+from .decoder import WindowDecoder
+from .handshake import serves
+from .scheduler import Scheduler
+from .session import DecodePolicy
+
+log = logging.getLogger(__name__)
+
+
+def realtime_server(worker: Any, settings: Any) -> RealtimeServer | None:
+    """The live transcription of a worker serving ``settings`` (None: switched off)."""
+    if settings is None or settings.realtime_sessions < 1:
+        return None
+    limits = RealtimeLimits(
+        sessions=settings.realtime_sessions,
+        session_seconds=settings.realtime_session_seconds,
+        idle_timeout=settings.realtime_idle_timeout,
+        max_append_bytes=settings.realtime_max_append_bytes,
+        buffer_bytes=settings.realtime_buffer_bytes,
+        send_buffer_bytes=settings.realtime_send_buffer_bytes,
+    )
+    model = settings.asr_model if settings.asr_engine == "faster-whisper" else None
+    decoder = WindowDecoder(
+        model,
+        threads=settings.realtime_threads,
+        compute_type=settings.asr_compute_type,
+        min_window_seconds=settings.realtime_min_window_seconds,
+    )
+    policy = DecodePolicy(
+        step_seconds=settings.realtime_step_seconds,
+        partial_beam=settings.realtime_beam_size,
+        final_beam=settings.realtime_beam_size,
+    )
+    scheduler = Scheduler(
+        decoder,
+        policy,
+        max_sessions=limits.sessions,
+        max_append_bytes=limits.max_append_bytes,
+    )
+    return RealtimeServer(worker, scheduler, limits, settings.secret)
+
+
+class RealtimeWorkerMixin:
+    """Serves ``WS /v1/realtime`` in a buffering gthread worker's main loop."""
+
+    realtime: RealtimeServer | None = None
+
+    def run(self) -> None:
+        app = getattr(self, "wsgi", None)
+        settings = getattr(app, "config", {}).get("SETTINGS") if app is not None else None
+        self.realtime = realtime_server(self, settings)
+        try:
+            super().run()  # type: ignore[misc]
+        finally:
+            if self.realtime is not None:
+                self.realtime.scheduler.stop()
+
+    def hand_over_upgrade(self, conn: Any) -> None:
+        intake = conn.intake
+        if self.realtime is None or intake is None or not serves(intake.head.path):
+            super().hand_over_upgrade(conn)  # type: ignore[misc]
+            return
+        intake.spool.seek(0)
+        raw = intake.spool.read()
+        intake.close()
+        conn.intake = None
+        self.realtime.accept(conn, raw)
+
+    def murder_pending(self) -> None:
+        super().murder_pending()  # type: ignore[misc]
+        if self.realtime is not None:
+            self.realtime.tick(stopping=not getattr(self, "alive", True))

@@ -1,0 +1,180 @@
+"""gunicorn settings for the extractor: settings only, each non-obvious choice explained."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import time
+from contextlib import suppress
+from functools import partial
+from typing import Any
+
+from extractor.config import Settings
+from extractor.errors import Unauthorized
+from extractor.media.workdirs import sweep
+from extractor.realtime.worker import RealtimeWorkerMixin
+from extractor.server.buffering_worker import BufferingThreadWorker
+from extractor.server.intake import Head, IntakeLimits, Refusal
+from extractor.web import openai_api
+from extractor.web.app import MULTIPART_SLACK
+
+# How long a worker waits before competing for a new connection, per extraction it already has,
+# and at most: the least loaded worker wins, and a health check waits no longer than the cap.
+BUSY_ACCEPT_DELAY = 0.005  # seconds per pending extraction
+MAX_ACCEPT_DELAY = 0.025  # seconds
+
+
+class EngineAwareThreadWorker(RealtimeWorkerMixin, BufferingThreadWorker):
+    """A gthread worker that receives requests whole before a thread serves them (see
+    extractor.server.buffering_worker), serves live transcription's WebSockets in its main loop
+    (extractor.realtime.worker) and lets an idle sibling take new connections first.
+
+    Every worker's main loop waits on the same listening socket and the kernel wakes them all,
+    so which one accepts is a coin toss: two requests can queue behind one engine while another
+    worker's engine sits idle. A worker with extractions pending hesitates a few milliseconds
+    per pending extraction before accepting, so an idle worker wins the race and, when all are
+    busy, the least loaded one does (health checks wait at most ``MAX_ACCEPT_DELAY``).
+
+    It hesitates by leaving the listening socket out of its selector for that long, not by
+    sleeping: the same loop receives every request's bytes, and a sleep per accepted connection
+    (64 at once: 1.6 s) would stall them all.
+    """
+
+    def init_process(self) -> None:
+        self.accept_paused_until = 0.0  # the listening socket is left alone until then
+        self.hesitated = False  # the pause before the next accept is over
+        super().init_process()
+
+    def accept(self, listener: Any) -> None:
+        extensions = getattr(self.wsgi, "extensions", {})
+        extractor = extensions.get("extractor")
+        pending = extractor.gate.pending if extractor is not None else 0
+        if pending and not self.hesitated:
+            self.hesitated = True
+            delay = min(BUSY_ACCEPT_DELAY * pending, MAX_ACCEPT_DELAY)
+            self.accept_paused_until = time.monotonic() + delay
+            self.set_accept_enabled(False)
+            return
+        # After the pause the connection is taken (unless a sibling took it meanwhile).
+        self.hesitated = False
+        super().accept(listener)
+
+    def set_accept_enabled(self, enabled: bool) -> None:
+        """gthread's main loop re-enables accepting whenever it has room: not while paused."""
+        if enabled and time.monotonic() < self.accept_paused_until:
+            enabled = False
+        super().set_accept_enabled(enabled)
+
+    def wait_for_and_dispatch_events(self, timeout: float) -> None:
+        """Wake up when a pause ends, to take the connection if no sibling did."""
+        left = self.accept_paused_until - time.monotonic()
+        super().wait_for_and_dispatch_events(min(timeout, left) if left > 0 else timeout)
+
+
+def intake_limits(settings: Settings) -> IntakeLimits:
+    """How requests may arrive: deadlines, how many at once, how large (413 before the body
+    is spooled; the app's own limit stays the authority)."""
+    return IntakeLimits(
+        header_timeout=settings.header_timeout,
+        body_timeout=settings.body_timeout,
+        min_body_rate=settings.body_min_rate,
+        max_pending=settings.max_pending_connections,
+        send_timeout=settings.send_timeout,
+        max_body_bytes=settings.max_upload_bytes + MULTIPART_SLACK,
+        spool_dir=settings.tmp_dir,
+        admit=partial(_require_secret, settings.secret) if settings.secret else None,
+    )
+
+
+def _require_secret(secret: str, head: Head) -> Refusal | None:
+    """Refuse an upload without ``Authorization: Bearer <secret>`` before its body arrives:
+    every endpoint that takes a body needs the secret (views.authorize checks it again), so
+    a client without it cannot make the server receive and spool 200 MB."""
+    scheme, _, token = head.fields.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), secret.encode()):
+        return None
+    # The same error the app raises (views.authorize), rendered as the app renders it for
+    # this path: OpenAI's shape under /v1 (code "invalid_api_key"), ours elsewhere.
+    error = Unauthorized("a valid 'Authorization: Bearer <secret>' header is required")
+    document = openai_api.error_document(error) if openai_api.serves(head.path) else error.to_json()
+    return Refusal(
+        error.status,
+        error.code,
+        error.message,
+        headers=tuple(error.headers.items()),
+        body=json.dumps(document, ensure_ascii=False).encode(),
+    )
+
+
+def gunicorn_options(settings: Settings) -> dict[str, Any]:
+    """The gunicorn configuration that serves ``settings``."""
+    return {
+        "bind": settings.bind,
+        "workers": settings.worker_count,
+        # gthread: one thread runs the engine while the others answer /healthz and queue, so a
+        # busy worker still looks alive; the engine gate bounds how many actually wait. The
+        # subclass receives each request whole in the main loop before a thread sees it (slow
+        # clients hold no thread) and steers new connections to idle workers.
+        "worker_class": "extractor.server.gunicorn_conf.EngineAwareThreadWorker",
+        "threads": settings.threads,
+        # No preload: neither torch nor CTranslate2 survives a fork, so each worker builds its
+        # app and loads its models after forking (post_worker_init below).
+        "preload_app": False,
+        # The master only kills a worker whose main loop stops heartbeating; request threads do
+        # not block it, but keep it well above the longest extraction anyway.
+        "timeout": int(settings.request_timeout) + 120,
+        # An idle kept-alive connection waits in the main loop, not in a thread: outlast the
+        # clients' and proxies' idle limits so they close first (a request sent as the server
+        # closes would be lost).
+        "keepalive": settings.keepalive_timeout,
+        "graceful_timeout": 60,
+        # Recycle workers now and then so a slow leak in a native library cannot grow forever;
+        # jitter keeps them from all reloading models at the same moment.
+        "max_requests": 2000,
+        "max_requests_jitter": 200,
+        # The heartbeat file lives in memory rather than on a possibly slow disk.
+        "worker_tmp_dir": "/dev/shm",
+        "post_worker_init": _load_engines,
+        # A worker killed mid-request (SIGKILL, OOM, timeout) cannot remove its request files:
+        # the master sweeps the directories of dead processes when it reaps one, a new worker
+        # when it starts (in case the master itself died) and the master once more on the way
+        # out, so neither a crash nor a stop leaves temporary files behind (see workdirs.py).
+        "child_exit": lambda _server, worker: _worker_exited(worker, settings.tmp_dir),
+        "post_fork": lambda _server, _worker: sweep(settings.tmp_dir),
+        "on_exit": lambda server: _sweep_on_exit(server, settings.tmp_dir),
+        "accesslog": None,  # the app logs one structured line per request itself
+        "errorlog": "-",
+        "loglevel": settings.log_level,
+        "proc_name": "extractor",
+        # gunicorn 27's control socket defaults to one path per user, shared by every server
+        # started by that user; nothing here uses it.
+        "control_socket_disable": True,
+    }
+
+
+def _load_engines(worker: Any) -> None:
+    """Load (and warm) this worker's engines before it accepts its first request."""
+    app = worker.wsgi
+    extractor = app.extensions.get("extractor") if hasattr(app, "extensions") else None
+    if extractor is not None:
+        extractor.load()
+
+
+def _worker_exited(worker: Any, tmp_dir: str | None) -> None:
+    """Sweep a dead worker's request files; drop its live gauges from the metrics (its
+    counters stay in the sums)."""
+    from extractor.metrics import worker_exited
+
+    sweep(tmp_dir)
+    worker_exited(worker.pid)
+
+
+def _sweep_on_exit(server: Any, tmp_dir: str | None) -> None:
+    """Sweep once every worker is gone: gunicorn SIGKILLs the workers still busy after the
+    graceful timeout but calls ``on_exit`` without waiting for them to die, and a dying worker's
+    directory would still look owned."""
+    for pid in list(getattr(server, "WORKERS", {})):
+        with suppress(ChildProcessError):
+            os.waitpid(pid, 0)  # already SIGKILLed: returns at once
+    sweep(tmp_dir)

@@ -1,0 +1,56 @@
+"""Speech for the live transcription tests: espeak-ng's voice as the formats clients send."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+
+import av
+import numpy as np
+
+from extractor.samples import decode_wav, speech_wav
+
+FIRST = "The quick brown fox jumps over the lazy dog."
+SECOND = "Please call Stella and ask her to bring these things with her from the store."
+
+
+@functools.cache
+def pcm(text: str, rate: int = 24_000) -> bytes:
+    """``text`` spoken, as PCM16 mono little-endian at ``rate``."""
+    samples, source_rate = decode_wav(speech_wav(text))
+    resampler = av.AudioResampler(format="s16", layout="mono", rate=rate)
+    frame = av.AudioFrame.from_ndarray(samples[:1].copy(), format="flt", layout="mono")
+    frame.sample_rate = source_rate
+    out = [*resampler.resample(frame), *resampler.resample(None)]
+    return b"".join(bytes(f.planes[0])[: f.samples * 2] for f in out)
+
+
+def silence(seconds: float, rate: int = 24_000) -> bytes:
+    return bytes(int(seconds * rate) * 2)
+
+
+def noise(seconds: float, rate: int = 24_000, level: float = 0.03, seed: int = 7) -> bytes:
+    """Room noise: a low hum, a fan's broadband hiss, and clicks now and then."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * rate)) / rate
+    hiss = np.convolve(rng.normal(0, level, len(t)), np.ones(8) / 8, mode="same")
+    hum = level * 0.5 * np.sin(2 * np.pi * 60 * t)
+    clicks = (rng.random(len(t)) < 0.0005) * rng.normal(0, level * 4, len(t))
+    return (np.clip(hiss + hum + clicks, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+def appends(audio: bytes, chunk_ms: int = 40, rate: int = 24_000) -> list[str]:
+    """``audio`` as input_audio_buffer.append messages of ``chunk_ms`` each."""
+    size = rate * 2 * chunk_ms // 1000
+    return [append(audio[i : i + size]) for i in range(0, len(audio), size)]
+
+
+def append(data: bytes) -> str:
+    return json.dumps(
+        {"type": "input_audio_buffer.append", "audio": base64.b64encode(data).decode()}
+    )
+
+
+def transcript_words(text: str) -> list[str]:
+    return [w.strip(".,!?;:").lower() for w in text.split()]

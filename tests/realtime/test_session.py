@@ -1,0 +1,144 @@
+"""A live session over the real Whisper model and Silero VAD, driven without a network."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from realtime_support import FIRST, SECOND, append, appends, noise, pcm, silence, transcript_words
+
+from extractor.realtime.decoder import WindowDecoder
+from extractor.realtime.session import Session
+
+
+class CountingDecoder:
+    """The real decoder, counting its calls (to prove silence is never decoded)."""
+
+    def __init__(self, real: WindowDecoder) -> None:
+        self.real, self.calls = real, 0
+
+    def decode(self, *args: Any, **kwargs: Any) -> list[str]:
+        self.calls += 1
+        return self.real.decode(*args, **kwargs)
+
+
+def run(session: Session, messages: list[str]) -> None:
+    for message in messages:
+        session.receive(message)
+        while session.step():
+            pass
+
+
+def of_type(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] == kind]
+
+
+def test_two_turns_stream_append_only_deltas(decoder: WindowDecoder) -> None:
+    events: list[dict[str, Any]] = []
+    session = Session(decoder, events.append)
+    audio = silence(1) + pcm(FIRST) + silence(1.5) + pcm(SECOND) + silence(1.5)
+    run(session, appends(audio))
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "session.created"
+    completed = of_type(events, "conversation.item.input_audio_transcription.completed")
+    assert len(completed) == 2
+    for done in completed:
+        deltas = [
+            e["delta"]
+            for e in of_type(events, "conversation.item.input_audio_transcription.delta")
+            if e["item_id"] == done["item_id"]
+        ]
+        assert "".join(deltas) == done["transcript"]
+        assert len(deltas) >= 2, "words arrive while the turn is still being spoken"
+        assert done["usage"]["type"] == "duration" and 2 < done["usage"]["seconds"] < 7
+    assert {"quick", "over"} <= set(transcript_words(completed[0]["transcript"]))
+    assert {"bring", "things", "store"} <= set(transcript_words(completed[1]["transcript"]))
+    # Per turn: started < stopped < committed < added < completed < done, ids consistent.
+    for done in completed:
+        item = done["item_id"]
+        order = [
+            kinds.index(kind)
+            for kind in (
+                "input_audio_buffer.speech_started",
+                "input_audio_buffer.speech_stopped",
+                "input_audio_buffer.committed",
+                "conversation.item.added",
+            )
+            if any(e.get("item_id", e.get("item", {}).get("id")) == item for e in events)
+        ]
+        assert order == sorted(order)
+    started = of_type(events, "input_audio_buffer.speech_started")
+    stopped = of_type(events, "input_audio_buffer.speech_stopped")
+    # Offsets are milliseconds of the session's audio: the first turn starts after 1 s of
+    # silence (less 300 ms of prefix padding), the second after the first ends.
+    assert 500 <= started[0]["audio_start_ms"] <= 1100
+    assert stopped[0]["audio_end_ms"] < started[1]["audio_start_ms"]
+    items = of_type(events, "conversation.item.done")
+    assert items[1]["previous_item_id"] == items[0]["item"]["id"]
+    assert items[0]["item"]["content"][0]["transcript"] == completed[0]["transcript"]
+
+
+@pytest.mark.parametrize("audio", [silence(60), noise(60)], ids=["silence", "room-noise"])
+def test_a_minute_of_silence_or_noise_gives_no_words(decoder: WindowDecoder, audio: bytes) -> None:
+    counting = CountingDecoder(decoder)
+    events: list[dict[str, Any]] = []
+    session = Session(counting, events.append)  # type: ignore[arg-type]
+    run(session, appends(audio, chunk_ms=200))
+    run(session, [json.dumps({"type": "input_audio_buffer.commit"})])
+    assert counting.calls == 0, "nothing is decoded from a buffer VAD calls silence"
+    assert not of_type(events, "conversation.item.input_audio_transcription.delta")
+    assert not of_type(events, "input_audio_buffer.speech_started")
+    (completed,) = of_type(events, "conversation.item.input_audio_transcription.completed")
+    assert completed["transcript"] == ""
+
+
+def test_client_commits_without_turn_detection(decoder: WindowDecoder) -> None:
+    events: list[dict[str, Any]] = []
+    session = Session(decoder, events.append)
+    update = {
+        "type": "session.update",
+        "event_id": "evt_1",
+        "session": {"type": "transcription", "audio": {"input": {"turn_detection": None}}},
+    }
+    run(session, [json.dumps(update)])
+    assert events[-1]["type"] == "session.updated"
+    assert events[-1]["session"]["audio"]["input"]["turn_detection"] is None
+    audio = silence(0.5) + pcm(FIRST) + silence(1) + pcm(SECOND)
+    run(session, [*appends(audio), json.dumps({"type": "input_audio_buffer.commit"})])
+    assert not of_type(events, "input_audio_buffer.speech_started")
+    (completed,) = of_type(events, "conversation.item.input_audio_transcription.completed")
+    words = transcript_words(completed["transcript"])
+    assert {"quick", "over", "bring", "store"} <= set(words)
+    deltas = of_type(events, "conversation.item.input_audio_transcription.delta")
+    assert "".join(d["delta"] for d in deltas) == completed["transcript"]
+    assert completed["usage"]["seconds"] == pytest.approx(len(audio) / 48_000, abs=0.05)
+
+
+def test_g711_and_16_khz_audio(decoder: WindowDecoder) -> None:
+    """mu-law at 8 kHz (the beta shape's g711_ulaw) and 16 kHz PCM transcribe alike."""
+    import av
+
+    for name, rate, encode in (
+        ("g711_ulaw", 8_000, "pcm_mulaw"),
+        ("g711_alaw", 8_000, "pcm_alaw"),
+        ("pcm16_16000", 16_000, None),
+    ):
+        events: list[dict[str, Any]] = []
+        session = Session(decoder, events.append)
+        update = {"type": "transcription_session.update", "session": {"input_audio_format": name}}
+        run(session, [json.dumps(update)])
+        assert events[-1]["type"] == "transcription_session.updated"
+        assert events[-1]["session"]["input_audio_format"] == name
+        data = silence(0.5, rate) + pcm(FIRST, rate) + silence(1, rate)
+        if encode:
+            codec = av.CodecContext.create(encode, "w")
+            codec.sample_rate, codec.layout, codec.format = rate, "mono", "s16"
+            frame = av.AudioFrame(format="s16", layout="mono", samples=len(data) // 2)
+            frame.planes[0].update(data)
+            frame.sample_rate = rate
+            data = b"".join(bytes(p) for p in [*codec.encode(frame), *codec.encode(None)])
+        step = len(data) // 50
+        run(session, [append(data[i : i + step]) for i in range(0, len(data), step)])
+        (completed,) = of_type(events, "conversation.item.input_audio_transcription.completed")
+        assert {"quick", "over"} <= set(transcript_words(completed["transcript"])), name

@@ -1,0 +1,255 @@
+"""WS /v1/realtime?intent=transcription on a real gunicorn server over loopback: the official
+openai client for the protocol, a raw WebSocket client for the refusals and the limits."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from realtime_support import FIRST, SECOND, appends, pcm, silence, transcript_words
+from support import start_server, stop_server
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import ClientConnection, connect
+
+from extractor.samples import speech_wav
+
+SECRET = "live-secret"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    url, process = start_server(
+        "--workers", "1", "--secret", SECRET, "--realtime-sessions", "2",
+        "--realtime-max-append-bytes", "65536", "--realtime-idle-timeout", "3",
+    )  # fmt: skip
+    try:
+        yield url
+    finally:
+        stop_server(process)
+
+
+def ws_url(url: str, query: str = "intent=transcription") -> str:
+    return url.replace("http://", "ws://") + "/v1/realtime?" + query
+
+
+def raw(url: str, **kwargs: Any) -> ClientConnection:
+    headers = {"Authorization": f"Bearer {SECRET}"}
+    return connect(ws_url(url), additional_headers=headers, open_timeout=30, **kwargs)
+
+
+def events_until(ws: ClientConnection, kind: str, timeout: float = 60) -> list[dict[str, Any]]:
+    got: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        got.append(json.loads(ws.recv(timeout=max(0.1, deadline - time.monotonic()))))
+        if got[-1]["type"] == kind:
+            return got
+
+
+def test_the_official_client_transcribes_live(server: str) -> None:
+    """openai 3.x, unchanged, with base_url on this server: deltas while speaking, each turn
+    completed with the deltas' text and its duration."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=server + "/v1", api_key=SECRET)
+    audio = silence(0.5) + pcm(FIRST) + silence(1.2) + pcm(SECOND) + silence(1.2)
+    received: list[tuple[float, Any]] = []
+    with client.realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        assert conn.recv().type == "session.created"
+        conn.session.update(
+            session={
+                "type": "transcription",
+                "audio": {
+                    "input": {
+                        "format": {"type": "audio/pcm", "rate": 24000},
+                        "transcription": {"model": "whisper-1", "language": "en"},
+                        "turn_detection": {"type": "server_vad", "silence_duration_ms": 500},
+                    }
+                },
+            }
+        )
+
+        def read() -> None:
+            for event in conn:
+                received.append((time.monotonic(), event))
+                done = [e for _t, e in received if e.type == "conversation.item.done"]
+                if len(done) == 2:
+                    return
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        size = 24_000 * 2 * 40 // 1000
+        for start in range(0, len(audio), size):  # paced as a microphone would send it
+            conn.input_audio_buffer.append(
+                audio=base64.b64encode(audio[start : start + size]).decode()
+            )
+            time.sleep(0.02)
+        reader.join(timeout=90)
+    events = [e for _t, e in received]
+    assert events[0].type == "session.updated"
+    assert events[0].session.audio.input.turn_detection.silence_duration_ms == 500
+    completed = [
+        e for e in events if e.type == "conversation.item.input_audio_transcription.completed"
+    ]
+    assert len(completed) == 2
+    for done in completed:
+        deltas = [
+            e.delta
+            for e in events
+            if e.type == "conversation.item.input_audio_transcription.delta"
+            and e.item_id == done.item_id
+        ]
+        assert "".join(deltas) == done.transcript
+        assert done.usage.type == "duration" and done.usage.seconds > 2
+    assert {"quick", "over"} <= set(transcript_words(completed[0].transcript))
+    assert {"bring", "store"} <= set(transcript_words(completed[1].transcript))
+    first_delta = next(
+        t for t, e in received if e.type == "conversation.item.input_audio_transcription.delta"
+    )
+    stopped = next(t for t, e in received if e.type == "input_audio_buffer.speech_stopped")
+    assert first_delta < stopped, "words arrive while the speaker is still talking"
+
+
+@pytest.mark.parametrize(
+    ("how", "headers", "subprotocols", "query"),
+    [
+        ("bearer", {"Authorization": f"Bearer {SECRET}"}, None, "intent=transcription"),
+        ("browser", {}, ["realtime", f"openai-insecure-api-key.{SECRET}"], "intent=transcription"),
+        ("query", {}, None, f"intent=transcription&api_key={SECRET}"),
+    ],
+)
+def test_the_secret_in_each_of_its_three_places(
+    server: str, how: str, headers: dict[str, str], subprotocols: list[str] | None, query: str
+) -> None:
+    with connect(
+        ws_url(server, query),
+        additional_headers=headers,
+        subprotocols=subprotocols,  # type: ignore[arg-type]
+        open_timeout=30,
+    ) as ws:
+        assert json.loads(ws.recv(timeout=30))["type"] == "session.created"
+        if how == "browser":
+            assert ws.subprotocol == "realtime"
+
+
+@pytest.mark.parametrize(
+    ("headers", "subprotocols", "query", "status", "code"),
+    [
+        ({}, None, "intent=transcription", 401, "invalid_api_key"),
+        ({"Authorization": "Bearer wrong"}, None, "intent=transcription", 401, "invalid_api_key"),
+        (
+            {},
+            ["realtime", "openai-insecure-api-key.wrong"],
+            "intent=transcription",
+            401,
+            "invalid_api_key",
+        ),
+        ({}, None, "intent=transcription&api_key=wrong", 401, "invalid_api_key"),
+        (
+            {"Authorization": f"Bearer {SECRET}"},
+            None,
+            "model=gpt-realtime",
+            400,
+            "unsupported_intent",
+        ),
+    ],
+)
+def test_refused_before_any_audio_is_read(
+    server: str,
+    headers: dict[str, str],
+    subprotocols: list[str] | None,
+    query: str,
+    status: int,
+    code: str,
+) -> None:
+    with pytest.raises(InvalidStatus) as refused:
+        connect(
+            ws_url(server, query),
+            additional_headers=headers,
+            subprotocols=subprotocols,  # type: ignore[arg-type]
+            open_timeout=30,
+        )
+    response = refused.value.response
+    assert response.status_code == status
+    assert json.loads(response.body)["error"]["code"] == code
+
+
+def test_mistakes_over_the_wire_keep_the_session(server: str) -> None:
+    with raw(server) as ws:
+        events_until(ws, "session.created")
+        ws.send("{nope")
+        ws.send(json.dumps({"type": "conversation.item.create", "event_id": "evt_9"}))
+        ws.send(b"\x00binary")
+        too_big = base64.b64encode(bytes(200_000)).decode()  # over the server's 64 KiB
+        ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": too_big}))
+        ws.send(json.dumps({"type": "input_audio_buffer.clear"}))
+        got = events_until(ws, "input_audio_buffer.cleared")
+    errors = [e["error"] for e in got if e["type"] == "error"]
+    assert [e["code"] for e in errors] == [
+        "invalid_json", "unknown_event", "invalid_event", "audio_too_large",
+    ]  # fmt: skip
+    assert errors[1]["event_id"] == "evt_9"
+
+
+def test_one_stream_beyond_the_limit_is_told_and_closed_1013(server: str) -> None:
+    with raw(server) as one, raw(server) as two:
+        events_until(one, "session.created")
+        events_until(two, "session.created")
+        with raw(server) as three:
+            (error,) = [e for e in events_until(three, "error")]
+            assert error["error"]["code"] == "session_limit_reached"
+            assert "EXTRACTOR_REALTIME_SESSIONS" in error["error"]["message"]
+            with pytest.raises(ConnectionClosed):
+                three.recv(timeout=10)
+            assert three.close_code == 1013
+        # The two admitted streams still work.
+        for ws in (one, two):
+            for message in appends(silence(0.3) + pcm("Hello there.") + silence(0.2)):
+                ws.send(message)
+            ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        for ws in (one, two):
+            done = events_until(ws, "conversation.item.input_audio_transcription.completed")
+            assert "hello" in transcript_words(done[-1]["transcript"])
+
+
+def test_an_idle_session_is_closed(server: str) -> None:
+    with raw(server) as ws:
+        events_until(ws, "session.created")
+        started = time.monotonic()
+        (error,) = [e for e in events_until(ws, "error", timeout=20)]
+        assert error["error"]["code"] == "idle_timeout"
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=10)
+        assert ws.close_code == 1001
+        assert 2.5 < time.monotonic() - started < 15
+
+
+def test_extractor_listen_prints_the_words(server: str, tmp_path: Path) -> None:
+    """`extractor listen FILE` and `extractor listen -` (raw PCM16 at 16 kHz) print each
+    turn's words on a line; a wrong secret is an error naming the refusal."""
+    wav = tmp_path / "speech.wav"
+    wav.write_bytes(speech_wav(FIRST))
+    command = [sys.executable, "-m", "extractor.cli", "listen", "--url", server]
+    shown = subprocess.run(
+        [*command, str(wav), "--secret", SECRET, "--fast"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert {"quick", "over"} <= set(transcript_words(shown.stdout))
+    raw16 = silence(0.3, 16_000) + pcm(SECOND, 16_000) + silence(1, 16_000)
+    piped = subprocess.run(
+        [*command, "-", "--rate", "16000", "--secret", SECRET],
+        input=raw16, capture_output=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert {"bring", "store"} <= set(transcript_words(piped.stdout.decode()))
+    refused = subprocess.run(
+        [*command, str(wav), "--secret", "wrong"], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode != 0 and "refused with 401" in refused.stderr
