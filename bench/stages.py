@@ -9,7 +9,8 @@ faster-whisper's own ``decode_audio`` and ``get_speech_timestamps`` in this proc
 - receive: the server's ``total_s`` minus what follows (multipart parse, saving the upload,
   sniffing, the request's temporary directory); bare: none.
 - decode: PyAV to 16 kHz mono float32 (both sides).
-- VAD: Silero (the server's numpy port; bare: faster-whisper's onnxruntime session).
+- VAD: Silero (the server's numpy port, run window by window before the model; bare:
+  faster-whisper's onnxruntime session).
 - model: log-mel features, encoder and beam search (the rest of ``transcribe``); for the server
   also the hop to the engine thread.
 - formatting: the reply rendered and checked against the schema (bare: joining the texts).
@@ -244,7 +245,9 @@ class ServerTimed:
             )
         request, windows = self._logged(offset)
         stages = request["stages"]
-        vad = sum(w["vad_s"] for w in windows)
+        # The VAD runs before the engine (speech_windows, the "vad" stage) or, for engines
+        # that do not join speech, inside it (each window's line).
+        vad = stages.get("vad", 0.0) + sum(w["vad_s"] for w in windows)
         work = stages.get("queue+work", 0.0)
         total = float(request["total_s"])
         return Timed(reply.seconds, {

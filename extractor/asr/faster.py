@@ -33,11 +33,17 @@ class FasterWhisperEngine:
     """Whisper on CTranslate2; segments are produced lazily, so a cancel stops between them."""
 
     name = "faster-whisper"
+    # Its VAD cuts the silence out and joins the speech before decoding, so the server may do
+    # that across its windows and hand it the joined speech (``speech_windows``).
+    joins_speech = True
 
-    def __init__(self, model: str | None, *, compute_type: str = "int8", threads: int = 1) -> None:
+    def __init__(
+        self, model: str | None, *, compute_type: str = "int8", threads: int = 1, parallel: int = 1
+    ) -> None:
         self.model_name = model or str(bundled_model_dir())
         self.compute_type = compute_type
         self.threads = threads
+        self.parallel = parallel  # transcriptions the one model runs at once (num_workers)
         self._model: Any = None
 
     @property
@@ -64,7 +70,7 @@ class FasterWhisperEngine:
                 device="cpu",
                 compute_type=self.compute_type,
                 cpu_threads=self.threads,
-                num_workers=1,
+                num_workers=self.parallel,
             )
         except (RuntimeError, ValueError, OSError) as exc:
             raise EngineUnavailable(

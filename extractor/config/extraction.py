@@ -12,6 +12,7 @@ from typing import ClassVar
 
 from .engines import EngineSettings, cpu_count
 from .fields import setting
+from .jobs import JobSettings
 
 # Reply formats a deployment may answer in when the Accept header leaves the choice open: those
 # that fit every document (a subtitle format cannot answer for an image). Named here rather than
@@ -21,12 +22,12 @@ DEFAULT_FORMATS = ("json", "text")
 
 
 @dataclass(frozen=True)
-class Settings(EngineSettings):
+class Settings(JobSettings, EngineSettings):
     """What one extractor deployment is configured to do.
 
     How the engines read (OCR, PDF pages, speech, speaker labels) is declared in
-    :class:`EngineSettings` (its own README table); these are serving, limits and live
-    transcription.
+    :class:`EngineSettings`, how asynchronous jobs run in :class:`JobSettings` (each its own
+    README table); these are serving, limits and live transcription.
     """
 
     env_prefix: ClassVar[str] = "EXTRACTOR_"
@@ -157,10 +158,18 @@ class Settings(EngineSettings):
         30.0,
         "seconds",
         "Seconds of decoded audio a worker holds at once: longer audio is decoded in pieces of"
-        " this length into a temporary file (64 KB per second and channel) and transcribed in"
-        " windows of at most this length, cut at quiet moments. 60 makes a one-minute clip one"
-        " faster-whisper call as bare makes it (2 encoder passes instead of 4, 10% more of a"
-        " LibriVox minute's words) but took an hour of 8 kHz speech to 337 MB (30: 262 MB).",
+        " this length into a temporary file (64 KB per second and channel), and the VAD reads it"
+        " back in windows of at most this length, cut at quiet moments.",
+        above=0,
+    )
+    asr_speech_window_seconds: float = setting(
+        120.0,
+        "seconds",
+        "Most seconds of speech (the silence the VAD cut out not counted) one faster-whisper call"
+        " transcribes: the speech found in all windows is joined as bare faster-whisper joins"
+        " it, so audio with at most this much speech is transcribed exactly as bare"
+        " faster-whisper transcribes it (same passes, text and times); 96 KB per second held"
+        " while it runs.",
         above=0,
     )
     max_ocr_languages: int = setting(

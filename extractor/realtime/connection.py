@@ -49,7 +49,7 @@ from wsproto.events import (
 )
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from . import handshake
+from . import handshake, metrics
 from .events import ProtocolError, audio_too_large
 from .scheduler import Scheduler
 from .session import Session
@@ -217,7 +217,8 @@ class LiveConnection:
                 f" append of {self.server.limits.max_append_bytes} bytes of audio); it was"
                 " dropped"
             )
-            self.out += self.ws.send(Message(data=json.dumps(error.event())))
+            assert self.session is not None
+            self.server.scheduler.deliver(self.session, error)  # in order with the others
             return
         message: str | bytes = "".join(parts) if isinstance(event, TextMessage) else b"".join(parts)  # type: ignore[arg-type]
         assert self.session is not None
@@ -231,6 +232,7 @@ class LiveConnection:
         """Send ``error`` and close with its code."""
         if self.closing:
             return
+        metrics.REFUSED.labels(error.code).inc()
         self.out += self.ws.send(Message(data=json.dumps(error.event())))
         self.close(error.close_code or POLICY, error.message[:120])
 

@@ -16,8 +16,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from . import metrics
 from .decoder import WindowDecoder
-from .session import DecodePolicy, Session
+from .events import ProtocolError
+from .items import DecodePolicy
+from .session import Session
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,7 @@ class Scheduler:
             )
             session.on_step = on_step
             self._sessions.append(session)
+            metrics.OPEN_STREAMS.inc()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="realtime", daemon=True)
                 self._thread.start()
@@ -71,8 +75,9 @@ class Scheduler:
         with self._ready:
             if session in self._sessions:
                 self._sessions.remove(session)
+                metrics.OPEN_STREAMS.dec()
 
-    def deliver(self, session: Session, message: str | bytes) -> None:
+    def deliver(self, session: Session, message: str | bytes | ProtocolError) -> None:
         """A client message for ``session`` (from the main loop)."""
         session.receive(message)
         with self._ready:

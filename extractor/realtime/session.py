@@ -24,17 +24,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..errors import EngineFailure
 from . import events as ev
-from .agreement import LocalAgreement
+from . import metrics
 from .audio import SAMPLE_RATE, AudioInput
 from .decoder import WindowDecoder
 from .events import ProtocolError, ServerVad, SessionConfig
+from .items import DecodePolicy, Item
 from .turns import TurnDetector
 
 log = logging.getLogger(__name__)
@@ -45,33 +45,6 @@ HARD_WINDOW_SECONDS = 28.0  # and here without one
 TAIL_SECONDS = 0.25  # audio kept after the last speech for a turn's final decode
 MIN_COMMIT_MS = 100  # OpenAI's smallest committable buffer
 PROMPT_WORDS = 60  # words of earlier text given to the decoder as its prompt
-
-
-@dataclass(frozen=True)
-class DecodePolicy:
-    """How a session decodes: every ``step_seconds`` of new audio a partial hypothesis with
-    ``partial_beam``; a finished window with ``final_beam``."""
-
-    step_seconds: float = 0.5
-    partial_beam: int = 1
-    final_beam: int = 1
-
-
-@dataclass
-class Item:
-    """A turn's conversation item: its audio span and the words sent for it."""
-
-    id: str
-    start: int  # first sample (absolute, 16 kHz), prefix padding included
-    window: int  # first sample of the window being decoded
-    end: int | None = None  # set when committed
-    speech_end: int = 0  # end of the last speech heard in it
-    words: list[str] = field(default_factory=list)  # every word sent
-    window_words: int = 0  # of which in the current window
-    decoded_to: int = 0  # end of the audio the last decode heard
-    agreement: LocalAgreement = field(default_factory=LocalAgreement)
-    heard_speech: bool = True  # False: a committed buffer with no speech in it
-    previous_id: str | None = None  # the item before it in the conversation
 
 
 class Session:
@@ -95,13 +68,18 @@ class Session:
         self.config = SessionConfig()
         self.input = AudioInput(*self.config.format)
         self.detector = TurnDetector(self.config.turn_detection or ServerVad())
-        self.messages: deque[str | bytes] = deque()  # client messages not yet handled
+        # Client messages not yet handled, with their arrival.
+        self.messages: deque[tuple[str | bytes | ProtocolError, float]] = deque()
+        self.arrivals: deque[tuple[int, float]] = deque()  # (end sample, arrival) per append
+        self.queued_end = 0  # absolute end of the samples converted so far
         self.backlog_bytes = 0  # their size: the connection stops reading past a limit
         self._backlog_lock = threading.Lock()
         self.on_step: Callable[[Session], None] = lambda _session: None  # after each step
         self.broken = False  # a step raised: the connection ends the session
         self.cpu_seconds = 0.0  # spent in steps, for the metrics and the bench
-        self.samples: deque[np.ndarray] = deque()  # converted audio not yet through the VAD
+        # Audio not yet through the VAD: pieces of an append as sent (converted one at a time,
+        # so a 15 MiB append is never held as float samples), or samples already converted.
+        self.samples: deque[memoryview | np.ndarray] = deque()
         self.audio = np.zeros(0, np.float32)  # samples from ``self.base`` on
         self.base = 0  # absolute index of ``self.audio[0]``
         self.position = 0  # samples through the VAD so far
@@ -114,11 +92,12 @@ class Session:
         self.emit(ev.server_event("session.created", session=self._document()))
 
     # -- the scheduler's interface ------------------------------------------------------------
-    def receive(self, message: str | bytes) -> None:
-        """Queue a client message (any thread)."""
+    def receive(self, message: str | bytes | ProtocolError) -> None:
+        """Queue a client message, or an error about one the connection refused (any
+        thread): its ``error`` event then comes in order with the others."""
         with self._backlog_lock:
-            self.backlog_bytes += len(message)
-        self.messages.append(message)
+            self.backlog_bytes += _size(message)
+        self.messages.append((message, time.monotonic()))
 
     @property
     def busy(self) -> bool:
@@ -134,10 +113,10 @@ class Session:
         elif self.samples:
             self._feed(self.samples.popleft())
         elif self.messages:
-            message = self.messages.popleft()
+            message, arrived = self.messages.popleft()
             with self._backlog_lock:
-                self.backlog_bytes -= len(message)
-            self._handle(message)
+                self.backlog_bytes -= _size(message)
+            self._handle(message, arrived)
         elif self._partial_due():
             self._partial()
         else:
@@ -148,12 +127,14 @@ class Session:
         return self._partial_due()
 
     # -- client events -------------------------------------------------------------------------
-    def _handle(self, message: str | bytes) -> None:
+    def _handle(self, message: str | bytes | ProtocolError, arrived: float) -> None:
         try:
+            if isinstance(message, ProtocolError):
+                raise message
             event = ev.parse_message(message)
             kind = event["type"]
             if kind == "input_audio_buffer.append":
-                self._append(ev.audio_bytes(event, self.max_append_bytes))
+                self._append(ev.audio_bytes(event, self.max_append_bytes), arrived)
             elif kind == "input_audio_buffer.commit":
                 self._commit(event.get("event_id"))
             elif kind == "input_audio_buffer.clear":
@@ -165,7 +146,8 @@ class Session:
 
     def _update(self, event: dict[str, Any]) -> None:
         config = ev.apply_update(self.config, event)
-        if config.format != self.config.format:
+        if config.format != self.config.format:  # what came before is in the old format
+            self.samples = deque(self._converted(piece) for piece in self.samples)
             self._queue(self.input.flush())
             self.input = AudioInput(*config.format)
         if config.turn_detection != self.config.turn_detection:
@@ -180,11 +162,28 @@ class Session:
     def _document(self) -> dict[str, Any]:
         return ev.session_document(self.config, self.id, self.expires_at)
 
-    def _append(self, data: bytes) -> None:
-        self.audio_seconds += self.input.seconds(len(data))
-        self._queue(self.input.convert(data))
+    def _append(self, data: bytes, arrived: float) -> None:
+        seconds = self.input.seconds(len(data))
+        self.audio_seconds += seconds
+        metrics.AUDIO_SECONDS.inc(seconds)
+        step = max(2, self.input.bytes_per_second // 2 // 2 * 2)  # half a second, whole samples
+        view = memoryview(data)
+        for start in range(0, len(view), step):
+            self.samples.append(view[start : start + step])
+        self.queued_end += round(seconds * SAMPLE_RATE)
+        self.arrivals.append((self.queued_end, arrived))
+
+    def arrival(self, sample: int) -> float:
+        """When the audio up to ``sample`` had arrived (for the latency metrics)."""
+        while len(self.arrivals) > 1 and self.arrivals[1][0] <= min(sample, self.base):
+            self.arrivals.popleft()  # audio no decode can ask about any more
+        for end, arrived in self.arrivals:
+            if end >= sample:
+                return arrived
+        return time.monotonic()
 
     def _queue(self, samples: np.ndarray) -> None:
+        self.queued_end += len(samples)
         for start in range(0, len(samples), FEED_SAMPLES):
             self.samples.append(samples[start : start + FEED_SAMPLES])
 
@@ -215,7 +214,11 @@ class Session:
         self.emit(ev.server_event("input_audio_buffer.cleared"))
 
     # -- audio -----------------------------------------------------------------------------------
-    def _feed(self, samples: np.ndarray) -> None:
+    def _converted(self, piece: memoryview | np.ndarray) -> np.ndarray:
+        return piece if isinstance(piece, np.ndarray) else self.input.convert(bytes(piece))
+
+    def _feed(self, piece: memoryview | np.ndarray) -> None:
+        samples = self._converted(piece)
         self.audio = np.concatenate([self.audio, samples])
         self.position += len(samples)
         vad = self.config.turn_detection
@@ -284,6 +287,8 @@ class Session:
         if keep > self.base:
             self.audio = self.audio[keep - self.base :].copy()
             self.base = keep
+        while len(self.arrivals) > 1 and self.arrivals[1][0] <= self.base:
+            self.arrivals.popleft()  # bounded by the audio kept, not the session's length
 
     def _span(self, start: int, end: int) -> np.ndarray:
         return self.audio[max(start - self.base, 0) : max(end - self.base, 0)]
@@ -300,9 +305,13 @@ class Session:
         prefix = item.words[len(item.words) - item.window_words :]
         return self.decoder.decode(audio, prefix=prefix, prompt=self._prompt(item), beam_size=beam)
 
-    def _send(self, item: Item, words: list[str]) -> None:
+    def _send(self, item: Item, words: list[str], heard_at: int) -> None:
+        """Send ``words``, first heard by the decode that ran up to sample ``heard_at``."""
         if not words:
             return
+        lag = time.monotonic() - self.arrival(heard_at)
+        for _word in words:
+            metrics.WORD_LATENCY.observe(lag)
         text = " ".join(words)
         delta = text if not item.words else " " + text
         item.words.extend(words)
@@ -320,17 +329,29 @@ class Session:
         item = self.item
         if item is None or self.samples or self.messages:
             return False
+        if self.config.turn_detection is not None and self.detector.pausing:
+            # The speaker paused: decode the turn's end now rather than when VAD ends it.
+            tail_in = self.position >= item.speech_end + int(TAIL_SECONDS * SAMPLE_RATE)
+            return tail_in and (item.ready is None or item.ready[0] != item.final_key)
         return self.position - item.decoded_to >= self.policy.step_seconds * SAMPLE_RATE
 
     def _partial(self) -> None:
         item = self.item
         assert item is not None
+        heard_at = item.decoded_to  # the previous decode: agreed words were in its hypothesis
+        if self.config.turn_detection is not None and self.detector.pausing:
+            key, end = item.final_key, item.speech_end + int(TAIL_SECONDS * SAMPLE_RATE)
+            try:
+                item.ready = (key, self._decode(item, end, self.policy.final_beam))
+            except EngineFailure as exc:
+                log.warning("a live final decode failed", extra={"error": str(exc)})
+            return
         try:
             hypothesis = self._decode(item, self.position, self.policy.partial_beam)
         except EngineFailure as exc:  # the turn's final decode will say it failed
             log.warning("a live partial decode failed", extra={"error": str(exc)})
             return
-        self._send(item, item.agreement.update(hypothesis))
+        self._send(item, item.agreement.update(hypothesis), heard_at)
 
     def _cut_due(self) -> bool:
         item = self.item
@@ -347,7 +368,7 @@ class Session:
         assert item is not None
         end = min(self.position, (until or self.position) + int(TAIL_SECONDS * SAMPLE_RATE))
         try:
-            self._send(item, self._decode(item, end, self.policy.final_beam))
+            self._send(item, self._decode(item, end, self.policy.final_beam), end)
         except EngineFailure as exc:
             log.warning("a live window decode failed", extra={"error": str(exc)})
         item.window, item.window_words = end, 0
@@ -359,7 +380,12 @@ class Session:
         if item.heard_speech and item.speech_end > item.window:
             end = min(item.end, item.speech_end + int(TAIL_SECONDS * SAMPLE_RATE))
             try:
-                self._send(item, self._decode(item, end, self.policy.final_beam))
+                ready = item.ready
+                if ready is not None and ready[0] == item.final_key:
+                    words = ready[1]  # decoded during the pause: nothing was said since
+                else:
+                    words = self._decode(item, end, self.policy.final_beam)
+                self._send(item, words, end)
             except EngineFailure as exc:
                 failure = exc
         item.window = item.end  # its audio may go
@@ -380,6 +406,8 @@ class Session:
             )
             return
         transcript = " ".join(item.words)
+        if item.heard_speech:
+            metrics.COMPLETED_LATENCY.observe(time.monotonic() - self.arrival(item.speech_end))
         self.history = [*self.history, *item.words][-PROMPT_WORDS:]
         seconds = (item.end - item.start) / SAMPLE_RATE
         self.emit(
@@ -396,6 +424,10 @@ class Session:
         self.emit(
             ev.server_event("conversation.item.done", previous_item_id=item.previous_id, item=done)
         )
+
+
+def _size(message: str | bytes | ProtocolError) -> int:
+    return 0 if isinstance(message, ProtocolError) else len(message)
 
 
 def _ms(sample: int) -> int:

