@@ -155,15 +155,21 @@ def document_inputs(folder: Path, pages: tuple[int, ...]) -> list[FlatInput]:
 
 @contextlib.contextmanager
 def largest_child(pid: int) -> Iterator[list[float]]:
-    """The highest VmHWM of any one child of ``pid`` seen until the block ends, in MB."""
+    """The highest VmHWM of any one child of ``pid`` seen until the block ends, in MB.
+
+    A child caught between fork and exec still shares all of the worker's pages and would show
+    the worker's own RSS as its peak: only children running a program of their own count.
+    """
     highest = [0.0]
     done = threading.Event()
+    parent = Path(f"/proc/{pid}/cmdline").read_bytes()
 
     def sample() -> None:
         while not done.wait(SAMPLE_EVERY):
             for child in children(pid):
                 with contextlib.suppress(OSError, LookupError):
-                    highest[0] = max(highest[0], memory_mb(child, "VmHWM"))
+                    if Path(f"/proc/{child}/cmdline").read_bytes() != parent:
+                        highest[0] = max(highest[0], memory_mb(child, "VmHWM"))
 
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
