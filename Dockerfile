@@ -121,7 +121,8 @@ ENV PATH=/opt/extractor/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     EXTRACTOR_BIND=0.0.0.0:8000 \
     EXTRACTOR_CACHE_DIR=/var/cache/extractor \
-    EXTRACTOR_LABELING_DATA_DIR=/var/lib/extractor
+    EXTRACTOR_LABELING_DATA_DIR=/var/lib/extractor \
+    EXTRACTOR_DATA_DIR=/var/lib/extractor
 
 # Numeric, so a runtime that checks for a non-root user (runAsNonRoot) can tell without /etc/passwd.
 USER 10001:10001

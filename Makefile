@@ -57,13 +57,18 @@ test: install-dev lint typecheck
 # The loop to run while working (under 3 minutes here): lint, types and every test that needs no
 # database server, browser, torch or whole-engine/server run (`slow`). `make test` runs them all.
 FAST_MARKERS := not slow and not postgres and not browser and not torch
+# Two pytest workers (pytest-xdist): one per core of the 2-core machines it is sized for; each
+# test already runs its engine on one thread (OMP_THREAD_LIMIT=1, one CTranslate2 thread).
+FAST_WORKERS ?= 2
 test-fast: install-dev lint typecheck
-	$(BIN)/python -m pytest -q -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(FAST_WORKERS) -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
 
 bench: install-dev
 	$(BIN)/python -m bench.run $(if $(SAMPLES),--samples $(SAMPLES))
 	@# speakers=auto: words right, speakers found, extra real-time factor and RSS (bench/speakers.md)
 	$(BIN)/python -m bench.speakers --out bench/speakers.md
+	@# live transcription: word and end-of-turn latency, WER, CPU and RSS for 1-4 streams, against the full 30 s window (bench/realtime.md)
+	$(BIN)/python -m bench.realtime --out bench/realtime.md
 	@# pages turned and skewed: CER against upright and the bare CLI, the upright page's time (bench/rotation.md)
 	$(BIN)/python -m bench.rotation --out bench/rotation.md
 	@# accuracy on recordings and pages nobody tuned on, service against bare engines

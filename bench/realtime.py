@@ -38,13 +38,13 @@ from typing import Any
 
 import av
 import numpy as np
-from extractor.conversations import conversation
 from websockets.sync.client import connect
 
 from bench import datasets
 from bench.accuracy_score import normalize_speech, speech_errors
 from bench.server import Server, cpu_seconds, group_status_sums
 from extractor import samples
+from extractor.samples.conversations import conversation
 
 log = logging.getLogger("bench.realtime")
 RATE = 24_000
@@ -339,6 +339,20 @@ def write_report(
         " with other jobs, so absolute times are only indicative.",
         "",
         f"`test.png` on `POST /extract`, idle: {idle_png:.2f} s (median of 5).",
+        "",
+        "- **short-window** (the default): the encoder gets the turn padded to 10 s"
+        " (`EXTRACTOR_REALTIME_MIN_WINDOW_SECONDS=10`); **full-window**: Whisper's 30 s window,"
+        " as faster-whisper's `transcribe` always pads (`=30`). Both: LocalAgreement-2 every"
+        " 0.5 s of new audio, greedy decoding, the turn's end decoded during the pause.",
+        "- Server: `extractor serve --workers 2 --realtime-sessions 2` (4 streams at most);"
+        " clients send PCM16 24 kHz in 40 ms messages paced to the wall clock, each stream"
+        " starting 0.37 s after the previous one.",
+        "- *word*: a word's end in the audio (faster-whisper word timestamps of the whole file)"
+        " to the delta carrying it; *end*: a turn's last word's end to its `completed`;"
+        " *WER* against the labels (Whisper's English normalizer), *whole file*: the same audio"
+        " through `POST /v1/audio/transcriptions`; *CPU*: the workers' CPU seconds per second of"
+        " audio streamed; *RSS*: the workers' peak RSS over idle, per stream (the first stream"
+        " of a worker loads its live model, ~85 MB).",
         "",
         "| recording | method | streams | word p50 / p90 / p95 s | end p50 / p90 / p95 s |"
         " WER streamed | WER whole file | CPU s per audio s | RSS MB per stream |"

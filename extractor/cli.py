@@ -10,10 +10,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from extractor.replies.formats import FORMATS
+from extractor.pipeline.request import OPTIONS
 
-from .asr.speaker_count import COUNT_FIELDS, parse_speaker_count
-from .config import SPEAKER_MODES, Settings, SettingsError
+from .async_jobs.client import add_commands as add_job_commands
+from .config import Settings, SettingsError
 from .config.fields import add_setting_flags, settings_from_flags
 from .errors import ExtractorError
 
@@ -57,33 +57,23 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _extract(args: argparse.Namespace) -> int:
     """Answer as POST /extract would, for one local file, without a server."""
-    from extractor.pipeline.extraction import ExtractOptions, Extractor
-
-    from .pipeline import ReplyRequest, extract_reply, workspace
+    from extractor.pipeline.extraction import Extractor
+    from extractor.pipeline.reply import extract_reply, workspace
+    from extractor.pipeline.request import Limits, read_request
 
     settings = settings_from_flags(Settings, args)
     path = Path(args.file)
     if not path.is_file():
         print(f"extractor: no such file: {path}", file=sys.stderr)
         return 2
+    extractor = Extractor(settings)  # cheap: its engines load on first use
     try:
-        count = parse_speaker_count(vars(args), settings.speakers_max_count)
-    except ExtractorError as exc:
+        limits = Limits.of(settings, extractor.ocr.installed_languages)
+        wanted = read_request(_option_fields(args), limits)
+    except ExtractorError as exc:  # a bad option: refused before any work, as a usage error
+        extractor.close()
         print(f"extractor: {exc.message}", file=sys.stderr)
         return 2
-    speakers = args.speakers
-    if count is not None:
-        if speakers == "channels":
-            print("extractor: --num-speakers/--min-speakers/--max-speakers go with --speakers"
-                  " auto", file=sys.stderr)  # fmt: skip
-            return 2
-        speakers = "auto"
-    extractor = Extractor(settings)
-    wanted = ReplyRequest(
-        format=args.format,
-        options=ExtractOptions(language=args.language, speakers=speakers, speaker_count=count,
-                               word_timestamps=args.words),
-    )  # fmt: skip
     try:
         with workspace(settings) as workdir:
             reply = extract_reply(extractor, path, path.name, workdir, wanted, json_indent=2)
@@ -94,6 +84,28 @@ def _extract(args: argparse.Namespace) -> int:
         extractor.close()
     sys.stdout.write(reply.body)
     return 0
+
+
+def _add_option_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per extraction option (``request.OPTIONS``), as POST /extract's parameters."""
+    group = parser.add_argument_group("extraction options (as POST /extract's query parameters)")
+    for opt in OPTIONS:
+        if opt.kind.switch:
+            group.add_argument(opt.flag, dest=opt.name, action=argparse.BooleanOptionalAction,
+                               default=None, help=opt.doc.replace("%", "%%"))  # fmt: skip
+        else:
+            group.add_argument(opt.flag, dest=opt.name, default=None, choices=opt.kind.choices,
+                               metavar=None if opt.kind.choices else opt.name.upper(),
+                               help=opt.doc.replace("%", "%%"))  # fmt: skip
+
+
+def _option_fields(args: argparse.Namespace) -> dict[str, str | None]:
+    """The flags given, as the text a query string would carry (checked by ``read_request``)."""
+    fields: dict[str, str | None] = {}
+    for opt in OPTIONS:
+        value = getattr(args, opt.name)
+        fields[opt.name] = ("on" if value else "off") if isinstance(value, bool) else value
+    return fields
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -123,6 +135,21 @@ def _settings_doc(args: argparse.Namespace) -> int:
     return 0
 
 
+# Settings of a running server that an extraction on the command line never reads: how it
+# listens, receives and queues requests, its metrics and live transcription.
+SERVER_ONLY = (
+    "bind", "workers", "threads", "secret", "engine_slots", "queue_size", "header_timeout",
+    "body_timeout", "body_min_rate", "send_timeout", "keepalive_timeout",
+    "max_pending_connections", "malloc_huge_pages", "metrics", "metrics_require_secret",
+)  # fmt: skip
+
+
+def server_only() -> list[str]:
+    """The names of ``SERVER_ONLY`` and of every live-transcription setting."""
+    names = [declared.name for declared in Settings.declared()]
+    return [name for name in names if name in SERVER_ONLY or name.startswith("realtime_")]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="extractor", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -133,15 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     extract = sub.add_parser("extract", help="print what POST /extract would answer for FILE")
     extract.add_argument("file")
-    extract.add_argument("--format", choices=list(FORMATS), default=None,
-                         help="reply format [default: --default-format]")  # fmt: skip
-    extract.add_argument("--language", default=None, help="spoken language (ISO 639-1)")
-    extract.add_argument("--speakers", choices=SPEAKER_MODES, default=None)
-    for name in COUNT_FIELDS:  # as the query parameters; any of them implies --speakers auto
-        extract.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
-                             metavar="N", help=f"speakers=auto: {name.replace('_', ' ')}")  # fmt: skip
-    extract.add_argument("--words", action="store_true", help="time every word (audio)")
-    add_setting_flags(extract, Settings, skip=("bind", "workers", "threads", "secret"))
+    _add_option_flags(extract)
+    # Settings apart from the options, and only those one extraction uses: the engines', the
+    # limits, the reply's. A setting an option of the same name overrides per request
+    # (ocr_languages, ocr_rotate) stays an EXTRACTOR_* variable here.
+    add_setting_flags(extract, Settings, skip=(*server_only(), *(opt.name for opt in OPTIONS)))
     extract.set_defaults(run=_extract)
 
     check = sub.add_parser("check", help="check that the extractor at URL meets the contract")
@@ -171,6 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
                           help="regenerate the tables between the settings-table markers of"
                                " this file instead")  # fmt: skip
     settings.set_defaults(run=_settings_doc)
+
+    submit = add_job_commands(sub)  # submit, jobs: the asynchronous job API from a terminal
+    _add_option_flags(submit)
+    submit.set_defaults(option_fields=_option_fields)
 
     sub.add_parser("labeling", help="the labeling service: serve, worker, add-user, migrate",
                    add_help=False)  # fmt: skip

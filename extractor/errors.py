@@ -15,10 +15,13 @@ class ExtractorError(Exception):
     code: str = "internal_error"
     headers: dict[str, str] = {}
 
-    def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, message: str, *, headers: dict[str, str] | None = None, param: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.headers = dict(headers or self.headers)
+        self.param = param  # the request option or form field at fault, when one is
 
     def to_json(self) -> dict[str, dict[str, str]]:
         return {"error": {"code": self.code, "message": self.message}}

@@ -13,6 +13,7 @@ media kind; a format name; a status code), so no client can grow the number of s
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 from prometheus_client import (
     REGISTRY,
@@ -22,6 +23,8 @@ from prometheus_client import (
     Histogram,
     multiprocess,
 )
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from .metrics_dir import MULTIPROC_ENV
 
@@ -61,15 +64,35 @@ ENGINE_LOAD_SECONDS = Gauge(
     "Seconds the newest worker took to load and warm its engines.",
     multiprocess_mode="mostrecent",
 )
+JOB_WEBHOOKS = Counter(
+    "extractor_job_webhooks",
+    "Webhook attempts of asynchronous jobs, by outcome: delivered, retry (to be tried again),"
+    " failed (given up).",
+    ("outcome",),
+)
+# Collectors whose numbers are read at scrape time rather than counted by each worker (the job
+# queue's depth and jobs by status, which live in the job database): added by the app.
+SCRAPED: dict[str, Collector] = {}
 
 
 def registry() -> CollectorRegistry:
-    """What a scrape shows: every worker's numbers under gunicorn, this process's otherwise."""
-    if not os.environ.get(MULTIPROC_ENV):
-        return REGISTRY
+    """What a scrape shows: every worker's numbers under gunicorn, this process's otherwise,
+    plus the ``SCRAPED`` collectors."""
     collected = CollectorRegistry()
-    multiprocess.MultiProcessCollector(collected)
+    if os.environ.get(MULTIPROC_ENV):
+        multiprocess.MultiProcessCollector(collected)
+    else:
+        collected.register(_Everything())
+    for collector in SCRAPED.values():
+        collected.register(collector)
     return collected
+
+
+class _Everything(Collector):
+    """This process's default registry, as one collector of another registry."""
+
+    def collect(self) -> Iterable[Metric]:
+        return REGISTRY.collect()
 
 
 # -- the gunicorn side --------------------------------------------------------------------------

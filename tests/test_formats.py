@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from flask.testing import FlaskClient
 from support import PAGE_ONE, PAGE_TWO, post_file
 
@@ -35,7 +34,7 @@ from extractor.replies.formats import (
     to_tsv,
 )
 from extractor.replies.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
-from extractor.web.openapi import OPENAPI_FILE
+from extractor.web.openapi import load_openapi
 
 LAYOUT_FORMATS = ["hocr", "alto", "tsv"]
 
@@ -44,8 +43,7 @@ LAYOUT_FORMATS = ["hocr", "alto", "tsv"]
 
 
 def _extract_operation() -> dict[str, Any]:
-    document = yaml.safe_load(OPENAPI_FILE.read_text(encoding="utf-8"))
-    operation: dict[str, Any] = document["paths"]["/extract"]["post"]
+    operation: dict[str, Any] = load_openapi()["paths"]["/extract"]["post"]
     return operation
 
 

@@ -11,11 +11,13 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
+import yaml
 from kubernetes_manifests import (
     KEDA_API,
     KEDA_SCHEMAS,
     KUBERNETES_VERSION,
     MANIFESTS,
+    ROOT,
     TRIGGER_METADATA,
     all_documents,
     find,
@@ -23,6 +25,8 @@ from kubernetes_manifests import (
     quantity_bytes,
 )
 from kubernetes_validate.utils import SchemaNotFoundError
+
+from extractor.config import LabelingSettings, Settings
 
 DOCUMENTS = all_documents()
 CORE = [(path, doc) for path, doc in DOCUMENTS if doc["apiVersion"] != KEDA_API]
@@ -165,3 +169,24 @@ def test_resources_are_sized_from_the_bench() -> None:
     assert request <= limit
     # One core per worker at most: a worker's engine runs one thread at full speed.
     assert float(resources["limits"]["cpu"]) <= workers
+
+
+def test_every_variable_set_is_a_setting() -> None:
+    """A misspelt EXTRACTOR_* variable would be ignored silently by the server: refuse it here,
+    in the Kubernetes manifests and in compose.yaml alike."""
+    known = {
+        declared.variable
+        for settings in (Settings, LabelingSettings)
+        for declared in settings.declared()
+    }
+    used: set[str] = set()
+    for _, doc in DOCUMENTS:
+        if doc["kind"] == "Deployment":
+            for container in doc["spec"]["template"]["spec"]["containers"]:
+                used |= {env["name"] for env in container.get("env", [])}
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    for service in compose["services"].values():
+        used |= set(service.get("environment") or {})
+    extractor_variables = {name for name in used if name.startswith("EXTRACTOR_")}
+    assert extractor_variables, "no settings found"
+    assert extractor_variables <= known, sorted(extractor_variables - known)

@@ -245,7 +245,7 @@ def test_readiness_says_how_tesseract_runs(make_app: Callable[..., Flask]) -> No
     for in_process, mode in ((True, "library"), (False, "cli")):
         app = make_app(ocr_in_process=in_process)
         extractor = app.extensions["extractor"]
-        status = extractor.tesseract.check()
+        status = extractor.ocr.check()
         assert status["mode"] == mode and status["missing_languages"] == []
         reply = post_file(
             app.test_client(), samples.encode_image(samples.text_page(PAGE_ONE).image, "PNG")

@@ -18,7 +18,8 @@ from support import PAGE_ONE, post_file
 
 from extractor import samples
 from extractor.errors import InvalidParameter
-from extractor.pipeline import UPLOAD_NAME, parse_ocr_languages, reply_name
+from extractor.pipeline.reply import UPLOAD_NAME, reply_name
+from extractor.pipeline.request import parse_ocr_languages
 from extractor.web.openapi import load_openapi
 
 GERMAN = ["Grüße aus München über große Straßen", "Äpfel schmecken süß"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from .engines import EngineSettings
 from .extraction import Settings
 from .fields import Setting, SettingsBase
+from .jobs import JobSettings
 from .labeling import LabelingSettings
 from .labeling_limits import LabelingLimits
 
@@ -23,6 +24,7 @@ from .labeling_limits import LabelingLimits
 # labeling commands read the environment only). Every setting is in exactly one table.
 TABLES: dict[str, tuple[type[SettingsBase], bool]] = {
     "extractor": (Settings, True),
+    "extractor-jobs": (JobSettings, True),
     "extractor-engines": (EngineSettings, True),
     "labeling": (LabelingSettings, False),
     "labeling-limits": (LabelingLimits, False),

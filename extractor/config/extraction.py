@@ -12,6 +12,7 @@ from typing import ClassVar
 
 from .engines import EngineSettings, cpu_count
 from .fields import setting
+from .jobs import JobSettings
 
 # Reply formats a deployment may answer in when the Accept header leaves the choice open: those
 # that fit every document (a subtitle format cannot answer for an image). Named here rather than
@@ -21,12 +22,12 @@ DEFAULT_FORMATS = ("json", "text")
 
 
 @dataclass(frozen=True)
-class Settings(EngineSettings):
+class Settings(JobSettings, EngineSettings):
     """What one extractor deployment is configured to do.
 
     How the engines read (OCR, PDF pages, speech, speaker labels) is declared in
-    :class:`EngineSettings` (its own README table); these are serving, limits and live
-    transcription.
+    :class:`EngineSettings`, how asynchronous jobs run in :class:`JobSettings` (each its own
+    README table); these are serving, limits and live transcription.
     """
 
     env_prefix: ClassVar[str] = "EXTRACTOR_"

@@ -17,7 +17,13 @@ from extractor.jobs.errors import (
 )
 from extractor.jobs.policy import QueuePolicy
 from extractor.jobs.queue import JobQueue, error_entry, new_job_id
-from extractor.jobs.reads import JobReads, Sessions, iter_step_results, step_results
+from extractor.jobs.reads import (
+    JobReads,
+    Sessions,
+    iter_step_results,
+    queued_of_tenant,
+    step_results,
+)
 from extractor.jobs.records import ClaimedJob, JobPage, JobRecord, Upload
 from extractor.jobs.tables import ENDED, RUNNABLE, JobsBase, JobStatus, utcnow
 from extractor.jobs.worker import JobHandler, JobRun, WorkerPool
@@ -46,6 +52,7 @@ __all__ = [
     "error_entry",
     "iter_step_results",
     "new_job_id",
+    "queued_of_tenant",
     "step_results",
     "utcnow",
 ]

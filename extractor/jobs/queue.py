@@ -25,11 +25,12 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, case, delete, event, func, or_, select, text, true, update
 from sqlalchemy.orm import Session, aliased
 
+from extractor.jobs.cleanup import JobCleanup
 from extractor.jobs.errors import JobFailure, OwnerCapReached
 from extractor.jobs.policy import QueuePolicy
 from extractor.jobs.reads import JobReads, Sessions
 from extractor.jobs.records import ClaimedJob, JobRecord, record_of
-from extractor.jobs.tables import ENDED, RUNNABLE, Job, JobResult, JobStatus, JobUpload, utcnow
+from extractor.jobs.tables import RUNNABLE, Job, JobResult, JobStatus, JobUpload, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +63,9 @@ def _rows(session: Session, statement: Any) -> CursorResult[Any]:
     return cast(CursorResult[Any], session.execute(statement))
 
 
-class JobQueue(JobReads):
-    """Enqueue, claim, renew, settle, cancel and reap jobs (reading them: :class:`JobReads`);
-    every settle is lease-checked."""
+class JobQueue(JobCleanup, JobReads):
+    """Enqueue, claim, renew, settle, cancel and reap jobs (reading them: :class:`JobReads`,
+    deleting ended ones: :class:`JobCleanup`); every settle is lease-checked."""
 
     def __init__(
         self,
@@ -417,16 +418,6 @@ class JobQueue(JobReads):
             if job.status in RUNNABLE:
                 self._end(session, job, JobStatus.CANCELLED, now)
             return record_of(job)
-
-    def purge(self, ended_before: datetime) -> int:
-        """Delete the jobs that ended before ``ended_before`` (their step results and uploads
-        went when they ended): how a service keeps jobs for a time to live. How many went."""
-        with self.db.session() as session:
-            gone = _rows(
-                session,
-                delete(Job).where(Job.status.in_(ENDED), Job.updated_at < ended_before),
-            )
-            return int(gone.rowcount)
 
     def release(self, job_id: str, worker_id: str, run_seconds: float | None = None) -> None:
         """Give the job back at once (a stopping or yielding worker), so another can resume it

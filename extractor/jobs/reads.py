@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, or_, select, text
 from sqlalchemy.orm import Session
 
 from extractor.jobs.records import JobPage, JobRecord, Upload, record_of
@@ -38,6 +38,23 @@ def iter_step_results(session: Session, job_id: str) -> Iterator[Any]:
         yield session.scalar(
             select(JobResult.data).where(JobResult.job_id == job_id, JobResult.step == step)
         )
+
+
+def queued_of_tenant(session: Session, tenant: str, kind: str) -> int:
+    """How many jobs of ``kind`` ``tenant`` has waiting (QUEUED), in the caller's transaction,
+    for a per-tenant cap checked before an enqueue in the same transaction. On PostgreSQL a
+    transaction-scoped advisory lock on the tenant makes two concurrent enqueues count one
+    after the other (SQLite's BEGIN IMMEDIATE already serializes them)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(
+            text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"tenant:{tenant}"}
+        )
+    count = session.scalar(
+        select(func.count())
+        .select_from(Job)
+        .where(Job.tenant == tenant, Job.kind == kind, Job.status == JobStatus.QUEUED)
+    )
+    return int(count or 0)
 
 
 def step_results(session: Session, job_id: str) -> list[Any]:

@@ -24,6 +24,7 @@ class JobRecord:
     attempts: int
     created_at: datetime
     updated_at: datetime
+    claimed_at: datetime | None = None  # when a worker last took it
 
 
 def record_of(job: Job) -> JobRecord:
@@ -39,6 +40,7 @@ def record_of(job: Job) -> JobRecord:
         attempts=job.attempts,
         created_at=job.created_at,
         updated_at=job.updated_at,
+        claimed_at=job.claimed_at,
     )
 
 

@@ -13,8 +13,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
+
+import numpy as np
 
 from extractor import metrics
 from extractor.asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
@@ -32,28 +35,13 @@ from extractor.media.spooled import decode_spooled
 from extractor.ocr.orientation import Reading, read_upright
 from extractor.ocr.tesseract import OcrOptions, TesseractEngine
 from extractor.pipeline.gate import EngineGate, PagesAhead
+from extractor.pipeline.progress import Progress, ReportingEngine, no_progress, shifted
+from extractor.pipeline.request import ExtractionRequest
 from extractor.pipeline.transcript import Track, shift, transcript_lines
 from extractor.replies.importable import Document, DocumentKind, Line, Page
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-# audio: "channels" transcribes each stereo channel as a speaker; "auto" diarizes the mix
-
-
-@dataclass(frozen=True)
-class ExtractOptions:
-    """Per-request choices on top of the deployment's settings."""
-
-    language: str | None = None  # audio: ISO 639-1, overrides EXTRACTOR_ASR_LANGUAGE
-    speakers: str | None = None  # audio: one of SPEAKER_MODES
-    speaker_count: SpeakerCount | None = None  # speakers=auto: num/min/max_speakers, if given
-    word_timestamps: bool = False  # audio: each word's time span in the cell's metadata
-    prompt: str | None = None  # audio: text that conditions the transcription (OpenAI 'prompt')
-    temperature: float | None = None  # audio: decoding temperature; None keeps the fallback
-    ocr_languages: str | None = None  # OCR: '+'-joined, overrides EXTRACTOR_OCR_LANGUAGES
-    ocr_rotate: bool | None = None  # OCR: turn pages upright; None: EXTRACTOR_OCR_ROTATE
 
 
 @dataclass
@@ -122,28 +110,42 @@ class Extractor:
         name: str,
         sniffed: Sniffed,
         workdir: Path,
-        options: ExtractOptions | None = None,
+        options: ExtractionRequest | None = None,
         timings: Timings | None = None,
+        *,
+        progress: Progress | None = None,
+        timeout: float | None = None,
+        gated: bool = True,
     ) -> Document:
-        """Turn the file at ``path`` into a Document within the request timeout."""
-        options = options or ExtractOptions()
+        """Turn the file at ``path`` into a Document within the request timeout.
+
+        An asynchronous job passes ``progress`` (told the pages or seconds of audio done of
+        the total as they are done; raising there stops the extraction between pages or audio
+        windows), its own ``timeout`` and ``gated=False``: it runs on the caller's thread,
+        outside the gate whose slots are the synchronous requests'.
+        """
+        options = options or ExtractionRequest()
         timings = timings or Timings()
-        deadline = time.monotonic() + self.settings.request_timeout
+        seconds = self.settings.request_timeout if timeout is None else timeout
+        deadline = time.monotonic() + seconds
         cancel = threading.Event()
+        report = progress or no_progress
 
         def job() -> Document:
             if sniffed.kind is MediaKind.AUDIO:
-                return self._audio(path, name, workdir, options, timings, cancel)
-            return self._ocr(path, name, sniffed, workdir, deadline, timings, options)
+                return self._audio(path, name, workdir, options, timings, cancel, report)
+            return self._ocr(path, name, sniffed, workdir, deadline, timings, options, report)
 
         with timings.stage("queue+work"):
+            if not gated:
+                return job()
             return self.gate.run(job, deadline, cancel)
 
     # -- OCR ------------------------------------------------------------------------------
 
     def _ocr(
         self, path: Path, name: str, sniffed: Sniffed, workdir: Path, deadline: float,
-        timings: Timings, options: ExtractOptions,
+        timings: Timings, options: ExtractionRequest, progress: Progress,
     ) -> Document:  # fmt: skip
         max_pages = self.settings.max_pages
         if sniffed.kind is MediaKind.PDF:
@@ -163,13 +165,17 @@ class Extractor:
                 with PagesAhead(
                     pdf.count, lambda i: pdf.render(i, deadline), self.settings.page_parallelism
                 ) as ahead:
-                    per_page = self._ocr_pages(pdf.count, ahead.get, deadline, timings, options)
+                    per_page = self._ocr_pages(
+                        pdf.count, ahead.get, deadline, timings, options, progress
+                    )
             finally:
                 pdf.close()
         else:
             with timings.stage("decode"):
                 images = image_pages(path, workdir, max_pages)
-            per_page = self._ocr_pages(len(images), images.__getitem__, deadline, timings, options)
+            per_page = self._ocr_pages(
+                len(images), images.__getitem__, deadline, timings, options, progress
+            )
         if len(per_page) > 1 and self.settings.ocr_in_process_pages:
             # Pages leave 15-20 MB in the warm API and its heap (a 10-page 300 dpi PDF: 242 MB
             # after, 224 MB once renewed), which the next transcription's peak would stand on;
@@ -182,7 +188,7 @@ class Extractor:
 
     def _ocr_pages(
         self, count: int, page: Callable[[int], PageImage], deadline: float, timings: Timings,
-        options: ExtractOptions,
+        options: ExtractionRequest, progress: Progress = no_progress,
     ) -> list[tuple[Page, list[Line]]]:  # fmt: skip
         """OCR ``count`` pages, ``EXTRACTOR_OCR_PARALLEL_PAGES`` at a time, in page order.
 
@@ -195,20 +201,26 @@ class Extractor:
         model loading (~0.06 s) on half the pages.
         """
         in_process = threading.BoundedSemaphore(self.settings.ocr_in_process_pages)
+        done = [0]
+        counting = threading.Lock()
 
         def one(index: int) -> tuple[Page, list[Line]]:
             image = page(index)
             warm = in_process.acquire(blocking=False)  # never, with 0 places
             try:
-                return self._ocr_page(image, deadline, timings, options, in_process=warm)
+                read = self._ocr_page(image, deadline, timings, options, in_process=warm)
             finally:
                 if warm:
                     in_process.release()
+            with counting:
+                done[0] += 1
+                progress(done[0], count)
+            return read
 
         return self._pages_in_parallel(count, one)
 
     def _ocr_page(
-        self, image: PageImage, deadline: float, timings: Timings, options: ExtractOptions,
+        self, image: PageImage, deadline: float, timings: Timings, options: ExtractionRequest,
         *, in_process: bool = True,
     ) -> tuple[Page, list[Line]]:  # fmt: skip
         if image.derived:
@@ -250,8 +262,8 @@ class Extractor:
     # -- audio ----------------------------------------------------------------------------
 
     def _audio(
-        self, path: Path, name: str, workdir: Path, options: ExtractOptions, timings: Timings,
-        cancel: threading.Event,
+        self, path: Path, name: str, workdir: Path, options: ExtractionRequest, timings: Timings,
+        cancel: threading.Event, progress: Progress,
     ) -> Document:  # fmt: skip
         by_channel = options.speakers == "channels"
         if options.speakers == "auto":
@@ -285,26 +297,29 @@ class Extractor:
             language=language,
             beam_size=self.settings.asr_beam_size,
             vad=self.settings.asr_vad,
-            word_timestamps=options.word_timestamps,
+            word_timestamps=options.words,
             prompt=options.prompt,
             temperature=options.temperature,
             cancel=cancel,
         )
         lines: list[Line] = []
         with timings.stage("engine"):
+            total = sum(track.windows[-1][1] for track in tracks)
             if two:
                 for channel in range(2):
-                    transcript = self._transcribe(tracks[channel], transcribe, timings)
+                    before = channel * tracks[0].windows[-1][1]
+                    report = partial(shifted, progress, before, total)
+                    transcript = self._transcribe(tracks[channel], transcribe, timings, report)
                     speaker = f"Speaker {channel + 1}"
                     lines += transcript_lines(transcript, duration_ms, speaker, transcribe)
                     language = language or transcript.language
                 lines.sort(key=lambda line: (line.start_ms or 0, line.end_ms or 0))
             elif options.speakers == "auto":
                 lines, language = self._speaker_lines(
-                    tracks[0], duration_ms, transcribe, timings, options.speaker_count
+                    tracks[0], duration_ms, transcribe, timings, options.speaker_count, progress
                 )
             else:
-                transcript = self._transcribe(tracks[0], transcribe, timings)
+                transcript = self._transcribe(tracks[0], transcribe, timings, progress)
                 lines = transcript_lines(transcript, duration_ms, None, transcribe)
                 language = transcript.language
         return Document(
@@ -314,10 +329,12 @@ class Extractor:
 
     def _speaker_lines(
         self, track: Track, duration_ms: int, options: TranscribeOptions, timings: Timings,
-        count: SpeakerCount | None,
+        count: SpeakerCount | None, progress: Progress,
     ) -> tuple[list[Line], str | None]:  # fmt: skip
         """``speakers=auto``: transcribe with word times, diarize, then label and split lines."""
-        transcript = self._transcribe(track, replace(options, word_timestamps=True), timings)
+        transcript = self._transcribe(
+            track, replace(options, word_timestamps=True), timings, progress
+        )
         if options.cancel is not None and options.cancel.is_set():
             raise EngineTimeout("transcription took longer than the request timeout")
         with timings.stage("speakers"):
@@ -328,7 +345,10 @@ class Extractor:
             lines += transcript_lines(Transcript((segment,), None), duration_ms, speaker, options)
         return lines, transcript.language
 
-    def _transcribe(self, track: Track, options: TranscribeOptions, timings: Timings) -> Transcript:
+    def _transcribe(
+        self, track: Track, options: TranscribeOptions, timings: Timings,
+        progress: Progress = no_progress,
+    ) -> Transcript:  # fmt: skip
         """Transcribe ``track``, holding at most one window of it at a time.
 
         Whisper's feature extraction and the VAD both work on the whole signal at once, which
@@ -341,11 +361,25 @@ class Extractor:
         cancelled request stops at the next window either way.
         """
         self.speech.load()  # a no-op once loaded at worker start
+        total = track.windows[-1][1] / SAMPLE_RATE
         if joins_speech(self.speech, options):
+
+            def scanned(start: int, end: int) -> np.ndarray:
+                progress(0, total)  # nothing transcribed yet; a job may stop here
+                return track.read(start, end)
+
             with timings.stage("vad"):
-                spans = speech_spans(track.read, track.windows, options.cancel)
+                spans = speech_spans(scanned, track.windows, options.cancel)
             longest = int(self.settings.asr_speech_window_seconds * SAMPLE_RATE)
-            return transcribe_spans(self.speech, track.read, spans, options, longest)
+            reached = [0]  # the furthest sample read for the engine so far
+
+            def read(start: int, end: int) -> np.ndarray:
+                reached[0] = max(reached[0], end)
+                return track.read(start, end)
+
+            # After each engine call, what it was given is done.
+            engine = ReportingEngine(self.speech, lambda: progress(reached[0] / SAMPLE_RATE, total))
+            return transcribe_spans(cast(SpeechEngine, engine), read, spans, options, longest)
         segments: list[TranscriptSegment] = []
         language = None
         for start, end in track.windows:
@@ -355,6 +389,7 @@ class Extractor:
             offset = start / SAMPLE_RATE
             segments += [shift(segment, offset) for segment in part.segments]
             language = language or part.language
+            progress(end / SAMPLE_RATE, total)
         return Transcript(tuple(segments), language)
 
     def close(self) -> None:

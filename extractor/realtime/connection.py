@@ -217,7 +217,8 @@ class LiveConnection:
                 f" append of {self.server.limits.max_append_bytes} bytes of audio); it was"
                 " dropped"
             )
-            self.out += self.ws.send(Message(data=json.dumps(error.event())))
+            assert self.session is not None
+            self.server.scheduler.deliver(self.session, error)  # in order with the others
             return
         message: str | bytes = "".join(parts) if isinstance(event, TextMessage) else b"".join(parts)  # type: ignore[arg-type]
         assert self.session is not None

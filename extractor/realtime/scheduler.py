@@ -18,7 +18,9 @@ from typing import Any
 
 from . import metrics
 from .decoder import WindowDecoder
-from .session import DecodePolicy, Session
+from .events import ProtocolError
+from .items import DecodePolicy
+from .session import Session
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +77,7 @@ class Scheduler:
                 self._sessions.remove(session)
                 metrics.OPEN_STREAMS.dec()
 
-    def deliver(self, session: Session, message: str | bytes) -> None:
+    def deliver(self, session: Session, message: str | bytes | ProtocolError) -> None:
         """A client message for ``session`` (from the main loop)."""
         session.receive(message)
         with self._ready:

@@ -24,7 +24,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,10 +31,10 @@ import numpy as np
 from ..errors import EngineFailure
 from . import events as ev
 from . import metrics
-from .agreement import LocalAgreement
 from .audio import SAMPLE_RATE, AudioInput
 from .decoder import WindowDecoder
 from .events import ProtocolError, ServerVad, SessionConfig
+from .items import DecodePolicy, Item
 from .turns import TurnDetector
 
 log = logging.getLogger(__name__)
@@ -46,33 +45,6 @@ HARD_WINDOW_SECONDS = 28.0  # and here without one
 TAIL_SECONDS = 0.25  # audio kept after the last speech for a turn's final decode
 MIN_COMMIT_MS = 100  # OpenAI's smallest committable buffer
 PROMPT_WORDS = 60  # words of earlier text given to the decoder as its prompt
-
-
-@dataclass(frozen=True)
-class DecodePolicy:
-    """How a session decodes: every ``step_seconds`` of new audio a partial hypothesis with
-    ``partial_beam``; a finished window with ``final_beam``."""
-
-    step_seconds: float = 0.5
-    partial_beam: int = 1
-    final_beam: int = 1
-
-
-@dataclass
-class Item:
-    """A turn's conversation item: its audio span and the words sent for it."""
-
-    id: str
-    start: int  # first sample (absolute, 16 kHz), prefix padding included
-    window: int  # first sample of the window being decoded
-    end: int | None = None  # set when committed
-    speech_end: int = 0  # end of the last speech heard in it
-    words: list[str] = field(default_factory=list)  # every word sent
-    window_words: int = 0  # of which in the current window
-    decoded_to: int = 0  # end of the audio the last decode heard
-    agreement: LocalAgreement = field(default_factory=LocalAgreement)
-    heard_speech: bool = True  # False: a committed buffer with no speech in it
-    previous_id: str | None = None  # the item before it in the conversation
 
 
 class Session:
@@ -96,7 +68,8 @@ class Session:
         self.config = SessionConfig()
         self.input = AudioInput(*self.config.format)
         self.detector = TurnDetector(self.config.turn_detection or ServerVad())
-        self.messages: deque[tuple[str | bytes, float]] = deque()  # not yet handled, arrival
+        # Client messages not yet handled, with their arrival.
+        self.messages: deque[tuple[str | bytes | ProtocolError, float]] = deque()
         self.arrivals: deque[tuple[int, float]] = deque()  # (end sample, arrival) per append
         self.queued_end = 0  # absolute end of the samples converted so far
         self.backlog_bytes = 0  # their size: the connection stops reading past a limit
@@ -104,7 +77,9 @@ class Session:
         self.on_step: Callable[[Session], None] = lambda _session: None  # after each step
         self.broken = False  # a step raised: the connection ends the session
         self.cpu_seconds = 0.0  # spent in steps, for the metrics and the bench
-        self.samples: deque[np.ndarray] = deque()  # converted audio not yet through the VAD
+        # Audio not yet through the VAD: pieces of an append as sent (converted one at a time,
+        # so a 15 MiB append is never held as float samples), or samples already converted.
+        self.samples: deque[memoryview | np.ndarray] = deque()
         self.audio = np.zeros(0, np.float32)  # samples from ``self.base`` on
         self.base = 0  # absolute index of ``self.audio[0]``
         self.position = 0  # samples through the VAD so far
@@ -117,10 +92,11 @@ class Session:
         self.emit(ev.server_event("session.created", session=self._document()))
 
     # -- the scheduler's interface ------------------------------------------------------------
-    def receive(self, message: str | bytes) -> None:
-        """Queue a client message (any thread)."""
+    def receive(self, message: str | bytes | ProtocolError) -> None:
+        """Queue a client message, or an error about one the connection refused (any
+        thread): its ``error`` event then comes in order with the others."""
         with self._backlog_lock:
-            self.backlog_bytes += len(message)
+            self.backlog_bytes += _size(message)
         self.messages.append((message, time.monotonic()))
 
     @property
@@ -139,7 +115,7 @@ class Session:
         elif self.messages:
             message, arrived = self.messages.popleft()
             with self._backlog_lock:
-                self.backlog_bytes -= len(message)
+                self.backlog_bytes -= _size(message)
             self._handle(message, arrived)
         elif self._partial_due():
             self._partial()
@@ -151,8 +127,10 @@ class Session:
         return self._partial_due()
 
     # -- client events -------------------------------------------------------------------------
-    def _handle(self, message: str | bytes, arrived: float) -> None:
+    def _handle(self, message: str | bytes | ProtocolError, arrived: float) -> None:
         try:
+            if isinstance(message, ProtocolError):
+                raise message
             event = ev.parse_message(message)
             kind = event["type"]
             if kind == "input_audio_buffer.append":
@@ -168,7 +146,8 @@ class Session:
 
     def _update(self, event: dict[str, Any]) -> None:
         config = ev.apply_update(self.config, event)
-        if config.format != self.config.format:
+        if config.format != self.config.format:  # what came before is in the old format
+            self.samples = deque(self._converted(piece) for piece in self.samples)
             self._queue(self.input.flush())
             self.input = AudioInput(*config.format)
         if config.turn_detection != self.config.turn_detection:
@@ -187,7 +166,11 @@ class Session:
         seconds = self.input.seconds(len(data))
         self.audio_seconds += seconds
         metrics.AUDIO_SECONDS.inc(seconds)
-        self._queue(self.input.convert(data))
+        step = max(2, self.input.bytes_per_second // 2 // 2 * 2)  # half a second, whole samples
+        view = memoryview(data)
+        for start in range(0, len(view), step):
+            self.samples.append(view[start : start + step])
+        self.queued_end += round(seconds * SAMPLE_RATE)
         self.arrivals.append((self.queued_end, arrived))
 
     def arrival(self, sample: int) -> float:
@@ -231,7 +214,11 @@ class Session:
         self.emit(ev.server_event("input_audio_buffer.cleared"))
 
     # -- audio -----------------------------------------------------------------------------------
-    def _feed(self, samples: np.ndarray) -> None:
+    def _converted(self, piece: memoryview | np.ndarray) -> np.ndarray:
+        return piece if isinstance(piece, np.ndarray) else self.input.convert(bytes(piece))
+
+    def _feed(self, piece: memoryview | np.ndarray) -> None:
+        samples = self._converted(piece)
         self.audio = np.concatenate([self.audio, samples])
         self.position += len(samples)
         vad = self.config.turn_detection
@@ -342,12 +329,23 @@ class Session:
         item = self.item
         if item is None or self.samples or self.messages:
             return False
+        if self.config.turn_detection is not None and self.detector.pausing:
+            # The speaker paused: decode the turn's end now rather than when VAD ends it.
+            tail_in = self.position >= item.speech_end + int(TAIL_SECONDS * SAMPLE_RATE)
+            return tail_in and (item.ready is None or item.ready[0] != item.final_key)
         return self.position - item.decoded_to >= self.policy.step_seconds * SAMPLE_RATE
 
     def _partial(self) -> None:
         item = self.item
         assert item is not None
         heard_at = item.decoded_to  # the previous decode: agreed words were in its hypothesis
+        if self.config.turn_detection is not None and self.detector.pausing:
+            key, end = item.final_key, item.speech_end + int(TAIL_SECONDS * SAMPLE_RATE)
+            try:
+                item.ready = (key, self._decode(item, end, self.policy.final_beam))
+            except EngineFailure as exc:
+                log.warning("a live final decode failed", extra={"error": str(exc)})
+            return
         try:
             hypothesis = self._decode(item, self.position, self.policy.partial_beam)
         except EngineFailure as exc:  # the turn's final decode will say it failed
@@ -382,7 +380,12 @@ class Session:
         if item.heard_speech and item.speech_end > item.window:
             end = min(item.end, item.speech_end + int(TAIL_SECONDS * SAMPLE_RATE))
             try:
-                self._send(item, self._decode(item, end, self.policy.final_beam), end)
+                ready = item.ready
+                if ready is not None and ready[0] == item.final_key:
+                    words = ready[1]  # decoded during the pause: nothing was said since
+                else:
+                    words = self._decode(item, end, self.policy.final_beam)
+                self._send(item, words, end)
             except EngineFailure as exc:
                 failure = exc
         item.window = item.end  # its audio may go
@@ -421,6 +424,10 @@ class Session:
         self.emit(
             ev.server_event("conversation.item.done", previous_item_id=item.previous_id, item=done)
         )
+
+
+def _size(message: str | bytes | ProtocolError) -> int:
+    return 0 if isinstance(message, ProtocolError) else len(message)
 
 
 def _ms(sample: int) -> int:

@@ -14,8 +14,8 @@ from typing import Any
 from .connection import RealtimeLimits, RealtimeServer
 from .decoder import WindowDecoder
 from .handshake import serves
+from .items import DecodePolicy
 from .scheduler import Scheduler
-from .session import DecodePolicy
 
 log = logging.getLogger(__name__)
 

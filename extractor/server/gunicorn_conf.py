@@ -16,8 +16,8 @@ from extractor.media.workdirs import sweep
 from extractor.realtime.worker import RealtimeWorkerMixin
 from extractor.server.buffering_worker import BufferingThreadWorker
 from extractor.server.intake import Head, IntakeLimits, Refusal
-from extractor.web import openai_api
 from extractor.web.app import MULTIPART_SLACK
+from extractor.web.error_replies import error_document
 
 # How long a worker waits before competing for a new connection, per extraction it already has,
 # and at most: the least loaded worker wins, and a health check waits no longer than the cap.
@@ -99,7 +99,7 @@ def _require_secret(secret: str, head: Head) -> Refusal | None:
     # The same error the app raises (views.authorize), rendered as the app renders it for
     # this path: OpenAI's shape under /v1 (code "invalid_api_key"), ours elsewhere.
     error = Unauthorized("a valid 'Authorization: Bearer <secret>' header is required")
-    document = openai_api.error_document(error) if openai_api.serves(head.path) else error.to_json()
+    document = error_document(error, head.path)
     return Refusal(
         error.status,
         error.code,
@@ -138,6 +138,8 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         # The heartbeat file lives in memory rather than on a possibly slow disk.
         "worker_tmp_dir": "/dev/shm",
         "post_worker_init": _load_engines,
+        # Running jobs are handed back when a worker stops (restart, max_requests, SIGTERM).
+        "worker_exit": lambda _server, worker: _stop_jobs(worker),
         # A worker killed mid-request (SIGKILL, OOM, timeout) cannot remove its request files:
         # the master sweeps the directories of dead processes when it reaps one, a new worker
         # when it starts (in case the master itself died) and the master once more on the way
@@ -161,6 +163,17 @@ def _load_engines(worker: Any) -> None:
     extractor = app.extensions.get("extractor") if hasattr(app, "extensions") else None
     if extractor is not None:
         extractor.load()
+    runtime = app.extensions.get("job_runtime") if hasattr(app, "extensions") else None
+    if runtime is not None:
+        runtime.start()  # asynchronous jobs, once the engines they use are ready
+
+
+def _stop_jobs(worker: Any) -> None:
+    """Hand this worker's running jobs back to the queue and stop sending webhooks."""
+    app = worker.wsgi
+    runtime = app.extensions.get("job_runtime") if hasattr(app, "extensions") else None
+    if runtime is not None:
+        runtime.stop()
 
 
 def _worker_exited(worker: Any, tmp_dir: str | None) -> None:

@@ -8,6 +8,7 @@ const els = {
   language: document.getElementById("opt-language"),
   speakers: document.querySelectorAll('input[name="speakers"]'),
   speakerCount: document.getElementById("opt-speaker-count"),
+  async: document.getElementById("opt-async"),
   auth: document.getElementById("auth"),
   token: document.getElementById("token"),
   status: document.getElementById("status"),
@@ -143,6 +144,8 @@ async function extract(file) {
   form.append("upload", file, file.name || "upload");
   const headers = { Accept: "application/json" };
   if (token) headers.Authorization = `Bearer ${token}`;
+  // A job (RFC 7240): 202 at once, then the page polls the job and reads its result.
+  if (els.async.checked) headers.Prefer = "respond-async";
 
   setState("busy", `Extracting text from ${file.name} (${formatBytes(file.size)})…`);
   const started = performance.now();
@@ -153,6 +156,9 @@ async function extract(file) {
     response = await fetch(`/extract${query}`, {
       method: "POST", body: form, headers, signal: controller.signal,
     });
+    if (response.status === 202) {
+      response = await awaitJob(response, headers, controller.signal, file);
+    }
     body = await response.text();
   } catch (err) {
     if (controller.signal.aborted) return;
@@ -194,6 +200,28 @@ async function extract(file) {
     return;
   }
   await show(file, parsed, seconds, run);
+}
+
+// Follow a job until it ends, showing its progress; its result (or, when it failed, a reply
+// carrying its error as /extract would have answered it).
+async function awaitJob(accepted, headers, signal, file) {
+  let job = await accepted.json();
+  const location = accepted.headers.get("Location") || `/v1/jobs/${job.id}`;
+  const poll = { headers: { Authorization: headers.Authorization || "" }, signal };
+  if (!headers.Authorization) delete poll.headers.Authorization;
+  while (job.status === "queued" || job.status === "running") {
+    const percent = Math.round(job.progress * 100);
+    setState("busy", `Job for ${file.name}: ${job.status}, ${percent}%…`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const reply = await fetch(location, poll);
+    if (!reply.ok) return reply;
+    job = await reply.json();
+  }
+  if (job.status === "succeeded") {
+    return fetch(`${location}/result`, { headers, signal });
+  }
+  const error = job.error || { code: job.status, message: `The job was ${job.status}.` };
+  return new Response(JSON.stringify({ error }), { status: 500, statusText: job.status });
 }
 
 // -- result ----------------------------------------------------------------------------------

@@ -7,11 +7,12 @@ from typing import Any
 
 from flask import Flask
 
+from extractor.async_jobs.install import install_jobs
 from extractor.config import Settings
 from extractor.logs import configure_logging
 from extractor.pipeline.extraction import Extractor
 from extractor.replies.schemas import importable_validator
-from extractor.web import metrics_view, openai_api
+from extractor.web import error_replies, metrics_view, openai_api
 from extractor.web.views import views
 
 MULTIPART_SLACK = 64 * 1024  # bytes of form framing allowed on top of the file itself
@@ -28,9 +29,11 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes + MULTIPART_SLACK
     app.config["SETTINGS"] = settings
-    app.extensions["extractor"] = Extractor(settings)
+    extractor = app.extensions["extractor"] = Extractor(settings)
     importable_validator()  # a broken contract file fails here, not on the first reply
     app.register_blueprint(views)
     app.register_blueprint(openai_api.blueprint)
+    install_jobs(app, settings, extractor)
+    error_replies.init_app(app)
     metrics_view.init_app(app)
     return app

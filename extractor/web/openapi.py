@@ -4,6 +4,10 @@
 so the Importable schema has one source. Clients (and code generators) often cannot follow a
 file reference from a URL, so the served document has every such reference replaced by the
 file's content, its internal ``#/$defs/...`` references rewritten to where it now sits.
+
+The extraction options have one source too, their declaration in ``pipeline/request.py``:
+where the YAML says ``x-extraction-options: {in: query}`` (an operation) or ``{in: form}`` (a
+form's schema), the served document lists every option as a query parameter or form field.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from typing import Any
 
 import yaml
 
+from extractor.pipeline.request import OPTIONS, Option
 from extractor.replies.schemas import SCHEMAS_DIR
 
 OPENAPI_FILE = SCHEMAS_DIR / "extractor.openapi.yaml"
+OPTIONS_MARKER = "x-extraction-options"
 
 
 def load_openapi() -> dict[str, Any]:
@@ -28,10 +34,37 @@ def load_openapi() -> dict[str, Any]:
 
 @functools.cache
 def _document() -> dict[str, Any]:
-    document = yaml.safe_load(OPENAPI_FILE.read_text(encoding="utf-8"))
+    document = _with_options(yaml.safe_load(OPENAPI_FILE.read_text(encoding="utf-8")))
     inlined = _inline_files(document, "#", SCHEMAS_DIR)
     assert isinstance(inlined, dict)
     return inlined
+
+
+def _with_options(node: Any) -> Any:
+    """Replace every ``x-extraction-options`` marker under ``node`` by the options it asks for
+    (``except``: the names of those the operation takes in fields of its own)."""
+    if isinstance(node, list):
+        return [_with_options(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _with_options(value) for key, value in node.items()}
+    marker = node.pop(OPTIONS_MARKER, None)
+    if marker is None:
+        return node
+    wanted = [o for o in OPTIONS if o.name not in marker.get("except", ())]
+    if marker["in"] == "query":
+        node["parameters"] = [*node.get("parameters", ()), *map(query_parameter, wanted)]
+    else:
+        node["properties"] = {**node.get("properties", {}), **{
+            o.name: {**o.kind.schema, "description": o.doc} for o in wanted
+        }}  # fmt: skip
+    return node
+
+
+def query_parameter(option: Option) -> dict[str, Any]:
+    """``option`` as an OpenAPI query parameter; an empty value counts as not given."""
+    return {"name": option.name, "in": "query", "required": False,
+            "description": option.doc, "schema": dict(option.kind.schema)}  # fmt: skip
 
 
 def _inline_files(node: Any, pointer: str, base: Traversable) -> Any:

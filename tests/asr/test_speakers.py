@@ -22,7 +22,7 @@ from support import post_file, requires_espeak, start_server, stop_server
 
 from extractor.asr.base import TimedWord, Transcript, TranscriptSegment
 from extractor.asr.clustering import Clustering, cluster
-from extractor.asr.speaker_count import SpeakerCount, parse_speaker_count
+from extractor.asr.speaker_count import SpeakerCount
 from extractor.asr.speakers import (
     DIARIZER_MODULE,
     SpeakerTurn,
@@ -32,6 +32,7 @@ from extractor.asr.speakers import (
 )
 from extractor.cli import main as cli_main
 from extractor.config import SPEAKER_MODES
+from extractor.pipeline.request import Limits, read_request
 from extractor.samples.conversations import VOICES, Conversation, conversation, word_accuracy
 from extractor.web.openapi import load_openapi
 
@@ -132,7 +133,7 @@ def test_the_openapi_document_offers_every_speaker_mode_and_the_501() -> None:
 def test_speaker_counts_are_read_from_the_three_fields(
     fields: dict[str, str], count: SpeakerCount | None
 ) -> None:
-    assert parse_speaker_count(fields, 20) == count
+    assert read_request(fields, Limits(speakers_max_count=20)).speaker_count == count
 
 
 BAD_COUNTS = [

@@ -7,10 +7,9 @@ from __future__ import annotations
 from kubernetes_manifests import queue_depth_query
 from sqlalchemy import text
 
+from extractor.async_jobs.extraction_jobs import KIND as EXTRACT_KIND
 from extractor.jobs import JobFailure, JobQueue, QueuePolicy
 from extractor.jobs.db import Database
-
-EXTRACT_KIND = "Extraction"  # extractor.async_jobs.extraction_jobs.KIND
 
 
 def test_the_keda_query_counts_queued_and_running_extractions(db: Database) -> None:

@@ -1,0 +1,126 @@
+"""Running one extraction job: its upload out of the database into a private folder, the same
+checks and engine as ``POST /extract``, progress saved as pages or audio windows are done, and
+the Document stored with the job's success in one transaction.
+
+A job runs on a worker thread of the job queue's ``WorkerPool``, at a lower CPU priority
+(EXTRACTOR_JOB_NICENESS) than the server's request threads and outside the engine gate that
+bounds synchronous extractions, so jobs never take a synchronous request's engine slot. Each
+progress report is also where a job stops: cancelled, its lease lost, or the server stopping
+(then another server resumes it from the start after the lease, so a SIGKILLed job is never lost,
+and the lease-checked success means it is never finished twice).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from extractor.async_jobs.documents import dump_document
+from extractor.async_jobs.extraction_jobs import KIND, ExtractionJobs, mark_webhook_due
+from extractor.async_jobs.options import job_request
+from extractor.async_jobs.store import ExtractionJob, pack
+from extractor.async_jobs.work import ExtractionWork
+from extractor.config import Settings
+from extractor.errors import ExtractorError
+from extractor.jobs import JobFailure, JobInterrupted, JobRun
+
+log = logging.getLogger(__name__)
+
+PROGRESS_EVERY_SECONDS = 1.0  # saved at least this often while pages or windows are done
+MOST_NICE = 19  # the lowest CPU priority Linux has
+
+_lowered = threading.local()
+
+
+def lower_priority(niceness: int) -> None:
+    """Make the calling thread (and every thread and process it starts from now on: OCR page
+    threads, the PDF renderer, ffmpeg) ``niceness`` nicer than the process, once per thread.
+
+    Linux keeps a nice value per thread; ``setpriority`` on the thread's own id sets it."""
+    if niceness <= 0 or getattr(_lowered, "done", False) or not hasattr(os, "setpriority"):
+        return
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(base + niceness, MOST_NICE))
+    except OSError:
+        log.warning("cannot lower the CPU priority of job threads", exc_info=True)
+    _lowered.done = True
+
+
+class Progress:
+    """Saves a job's progress as its pages or audio windows are done, and stops the job there
+    when it was cancelled, lost its lease or its server is stopping (``run.progress`` raises).
+
+    Called from the extraction's threads (OCR pages run several at once): serialized, never
+    lower than before, written when the percentage grows or once a second."""
+
+    def __init__(self, run: JobRun) -> None:
+        self.run = run
+        self._lock = threading.Lock()
+        self._percent = -1
+        self._saved_at = 0.0
+
+    def __call__(self, done: float, total: float) -> None:
+        percent = int(100 * done / total) if total > 0 else 0
+        with self._lock:
+            now = time.monotonic()
+            if percent > self._percent or now - self._saved_at >= PROGRESS_EVERY_SECONDS:
+                self._percent = max(percent, self._percent)
+                self._saved_at = now
+                self.run.progress(self._percent)
+            else:
+                self.run.check()
+
+
+class ExtractionHandler:
+    """The job queue's handler of extraction jobs."""
+
+    kind = KIND
+
+    def __init__(self, jobs: ExtractionJobs, work: ExtractionWork, settings: Settings) -> None:
+        self.jobs = jobs
+        self.work = work
+        self.settings = settings
+
+    def run(self, run: JobRun) -> None:
+        lower_priority(self.settings.job_niceness)
+        job_id = run.job.id
+        view = self.jobs.get(job_id)
+        if view is None:
+            raise JobFailure("the job's details are gone (deleted meanwhile)", code="job_not_found")
+        ended = False
+        try:
+            options = job_request(view.options)
+            left = self.settings.job_timeout - run.run_seconds()
+            document = self.work.extract(
+                run.queue, job_id, view.filename, options, Progress(run), left, run.check
+            )
+            stored = pack(dump_document(document))
+
+            def write(session: Session) -> str:
+                session.execute(
+                    update(ExtractionJob)
+                    .where(ExtractionJob.job_id == job_id)
+                    .values(document=stored)
+                )
+                mark_webhook_due(session, job_id)
+                return job_id
+
+            run.succeed(write)
+            ended = True
+        except JobInterrupted:
+            raise
+        except ExtractorError as error:
+            ended = True
+            raise JobFailure(error.message, code=error.code, status=error.status) from error
+        except JobFailure:
+            ended = True
+            raise
+        finally:
+            if ended:
+                self.jobs.webhook_due(job_id)

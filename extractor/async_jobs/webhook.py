@@ -1,0 +1,158 @@
+"""Webhooks: when a job with a ``callback_url`` ends, a signed POST of its JSON to that URL.
+
+The body is the job JSON plus ``timestamp`` (Unix seconds of this attempt), sent as compact
+UTF-8 JSON; ``X-Signature: sha256=<hex HMAC-SHA256 of those exact bytes, keyed by
+EXTRACTOR_WEBHOOK_SECRET>``. A receiver verifies the signature over the raw body it read, then
+refuses an old timestamp (a replay) and handles a job id it has seen before once (a delivery is
+at least once).
+
+Every call goes through the SSRF guard of ``extractor.net`` (the labeling service's): the host is
+resolved, every address checked against EXTRACTOR_OUTBOUND_ALLOW and the default refusals, and
+the socket opened to a checked address. Redirects are not followed (a redirect is the classic
+way around a URL check). Timeouts, connection errors, 408, 429 and 5xx are retried with
+backoff; any other answer ends the delivery. The state of the delivery (pending, delivered,
+failed, attempts, the last outcome) is on the job.
+
+Deliveries are rows in the database (``extraction_jobs.webhook_*``), so a webhook due when a
+server dies is sent by another; one server at a time holds a delivery (a short lease).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import httpx
+
+from extractor.net.errors import OutboundError, OutboundRefused
+from extractor.net.guarded import (
+    GuardedBackend,
+    GuardedTransport,
+    Resolver,
+    call_deadline,
+    request_scheme,
+    system_resolver,
+)
+from extractor.net.ssrf import OutboundPolicy
+
+log = logging.getLogger(__name__)
+
+USER_AGENT = "extractor-webhook"
+SIGNATURE_HEADER = "X-Signature"
+BACKOFF_MAX_SECONDS = 300.0  # the longest wait between two attempts
+RETRIED_STATUSES = frozenset({408, 425, 429})  # and every 5xx
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The X-Signature value of ``body``: ``sha256=`` and the hex HMAC-SHA256."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def webhook_body(job: dict[str, Any], now: float | None = None) -> bytes:
+    """The bytes POSTed: the job JSON with the attempt's ``timestamp``."""
+    payload = {**job, "timestamp": int(time.time() if now is None else now)}
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def backoff(attempts: int) -> timedelta:
+    """The wait after the ``attempts``-th failed attempt: 1, 2, 4 ... s with jitter, at most
+    ``BACKOFF_MAX_SECONDS``."""
+    ceiling = min(BACKOFF_MAX_SECONDS, 2.0 ** max(attempts - 1, 0))
+    return timedelta(seconds=random.uniform(ceiling * 0.75, ceiling))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one attempt went: ``delivered``, ``retry`` (may succeed later) or ``failed``."""
+
+    result: str
+    detail: str  # for the job's webhook.last_outcome: a status or an error, never a secret
+
+
+def policy_of(allow: str) -> OutboundPolicy:
+    """The destinations EXTRACTOR_OUTBOUND_ALLOW opens on top of the public ones."""
+    return OutboundPolicy(allow, setting="EXTRACTOR_OUTBOUND_ALLOW")
+
+
+def check_callback_url(url: str, policy: OutboundPolicy, resolver: Resolver) -> str:
+    """Refuse (``OutboundRefused``/``OutboundError``) a callback URL at submit time: not
+    http(s), credentials in it, or a host whose addresses the policy refuses now. The URL as
+    parsed; the guard checks again when it is called (DNS may change meanwhile)."""
+    parsed = policy.check_url(url)
+    host = parsed.host
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        addresses = resolver(host, port)
+    except (OSError, UnicodeError) as exc:
+        raise OutboundError(f"cannot resolve {host}: {exc}") from exc
+    policy.check_addresses(host, addresses, scheme=parsed.scheme, port=port)
+    return str(parsed)
+
+
+class WebhookSender:
+    """Sends signed webhook calls through the SSRF guard; thread-safe, reuse it."""
+
+    def __init__(
+        self,
+        secret: str,
+        policy: OutboundPolicy,
+        timeout: float,
+        *,
+        resolver: Resolver = system_resolver,
+        connections: int = 8,
+    ) -> None:
+        self.secret = secret
+        self.timeout = timeout
+        self._backend = GuardedBackend(policy, resolver)
+        transport = GuardedTransport(self._backend, httpx.create_ssl_context(), connections)
+        self._client = httpx.Client(transport=transport, follow_redirects=False)
+        self.policy = policy
+
+    def close(self) -> None:
+        self._client.close()
+        self._backend.close()
+
+    def send(self, url: str, job: dict[str, Any]) -> Outcome:
+        """One attempt: POST the signed job JSON to ``url``."""
+        body = webhook_body(job)
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            SIGNATURE_HEADER: sign(self.secret, body),
+        }
+        try:
+            target = self.policy.check_url(url)
+        except OutboundError as exc:
+            return Outcome("failed", f"refused: {exc}")
+        deadline = call_deadline.set(time.monotonic() + self.timeout)
+        scheme = request_scheme.set(target.scheme)
+        try:
+            response = self._client.post(
+                target,
+                content=body,
+                headers=headers,
+                timeout=httpx.Timeout(self.timeout),
+            )
+            response.close()
+        except OutboundRefused as exc:
+            return Outcome("failed", f"refused: {exc}")
+        except Exception as exc:  # timeouts, refused or reset connections, TLS, DNS
+            return Outcome("retry", f"{type(exc).__name__}: {str(exc)[:200]}")
+        finally:
+            request_scheme.reset(scheme)
+            call_deadline.reset(deadline)
+        status = response.status_code
+        if 200 <= status < 300:
+            return Outcome("delivered", f"HTTP {status}")
+        if status >= 500 or status in RETRIED_STATUSES:
+            return Outcome("retry", f"HTTP {status}")
+        if 300 <= status < 400:
+            return Outcome("failed", f"HTTP {status} (redirects are not followed)")
+        return Outcome("failed", f"HTTP {status}")

@@ -1,0 +1,51 @@
+"""The extraction a job runs: its upload out of the database into a private folder, then the
+same checks and engine call as ``POST /extract`` (``pipeline``), with progress and a deadline
+of its own and outside the synchronous engine gate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from extractor.jobs import JobQueue
+from extractor.pipeline.extraction import Extractor, Timings
+from extractor.pipeline.reply import check_upload, reply_name, workspace
+from extractor.pipeline.request import ExtractionRequest, Limits
+from extractor.replies.importable import Document
+
+ProgressReport = Callable[[float, float], None]
+
+
+class ExtractionWork:
+    """One process's engines, as jobs use them."""
+
+    def __init__(self, extractor: Extractor) -> None:
+        self.extractor = extractor
+        self.settings = extractor.settings
+
+    def limits(self) -> Limits:
+        """What a job's options are checked against (as ``/extract`` checks its own)."""
+        return Limits.of(self.settings, self.extractor.ocr.installed_languages)
+
+    def extract(
+        self,
+        queue: JobQueue,
+        job_id: str,
+        filename: str,
+        options: ExtractionRequest,
+        progress: ProgressReport,
+        seconds: float,
+        check: Callable[[], None],
+    ) -> Document:
+        """The job's Document: the upload's chunks joined in a workspace (``check`` between
+        chunks stops a cancelled job), checked, extracted within ``seconds``."""
+        with workspace(self.settings) as workdir:
+            path = workdir / "upload"
+            with path.open("wb") as out:
+                for position in range(queue.upload_count(job_id)):
+                    out.write(queue.upload(job_id, position).content)
+                    check()
+            sniffed = check_upload(path, self.settings, {})
+            return self.extractor.extract(
+                path, reply_name(filename), sniffed, workdir, options, Timings(),
+                progress=progress, timeout=seconds, gated=False,
+            )  # fmt: skip

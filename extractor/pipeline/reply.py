@@ -1,0 +1,128 @@
+"""One path from a saved file to a reply: sniff -> negotiate -> extract -> render.
+
+``POST /extract`` (``views.py``) and ``extractor extract`` (``cli.py``) both call
+``extract_reply``, so the checks, their order and the bytes of a reply are the same from the
+web and the command line. Nothing here knows HTTP: the caller saves the upload into a
+``workspace`` and turns errors into its own kind of answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+from extractor.config import Settings
+from extractor.errors import EmptyUpload, PayloadTooLarge
+from extractor.media.sniff import MediaKind, Sniffed, sniff
+from extractor.media.workdirs import request_workdir
+from extractor.pipeline.extraction import Extractor, Timings
+from extractor.pipeline.negotiate import choose_format
+from extractor.pipeline.request import ExtractionRequest
+from extractor.replies.formats import ReplyFormat
+from extractor.replies.importable import Document
+from extractor.replies.schemas import importable_validator
+
+SNIFF_BYTES = 2048  # enough for every signature media.sniff knows
+UPLOAD_NAME = "upload"  # the name of a reply whose upload named no file
+
+
+@contextmanager
+def workspace(settings: Settings) -> Iterator[Path]:
+    """A private directory for one extraction's files, removed with everything in it after."""
+    with request_workdir(settings.tmp_dir) as workdir:
+        yield workdir
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An extraction's Document and its rendering in the negotiated format."""
+
+    document: Document
+    format: ReplyFormat
+    body: str  # what to send: the text, or the JSON serialized
+
+
+def extract_reply(
+    extractor: Extractor,
+    path: Path,
+    name: str | None,
+    workdir: Path,
+    request: ExtractionRequest,
+    *,
+    accept: str | None = None,
+    timings: Timings | None = None,
+    log_fields: MutableMapping[str, object] | None = None,
+    json_indent: int | None = None,
+) -> Reply:
+    """Answer for the file at ``path`` (inside ``workdir``) as ``request`` asks (its format
+    wins over ``accept``, the Accept header's preferences).
+
+    The checks run in the documented order: size (413), empty (400), kind (415), format (400
+    or 406), then decoding and the engine. ``log_fields`` receives what the request log
+    reports; ``name`` is the client's file name, of which only the base name is kept.
+    """
+    settings = extractor.settings
+    timings = timings or Timings()
+    fields: MutableMapping[str, object] = {} if log_fields is None else log_fields
+    sniffed = check_upload(path, settings, fields)
+    reply_format = choose_format(
+        accept, request.format, settings.default_format,
+        audio=sniffed.kind is MediaKind.AUDIO,
+    )  # fmt: skip
+    fields["format"] = reply_format.name
+    document = extractor.extract(path, reply_name(name), sniffed, workdir, request, timings)
+    with timings.stage("render"):
+        body = render(document, reply_format, validate=settings.validate_replies,
+                      json_indent=json_indent)  # fmt: skip
+    log_document(document, fields)
+    return Reply(document, reply_format, body)
+
+
+def check_upload(
+    path: Path, settings: Settings, fields: MutableMapping[str, object], field: str = "upload"
+) -> Sniffed:
+    """What the saved upload is, after the size (413) and empty (400) checks."""
+    size = path.stat().st_size
+    if size > settings.max_upload_bytes:
+        raise PayloadTooLarge(
+            f"the upload has {size} bytes; the limit is {settings.max_upload_bytes}"
+        )
+    if size == 0:
+        raise EmptyUpload(f"the uploaded file {field!r} is empty")
+    with path.open("rb") as fh:
+        sniffed = sniff(fh.read(SNIFF_BYTES))
+    fields.update(kind=sniffed.kind.value, media=sniffed.format, bytes=size)
+    return sniffed
+
+
+def log_document(document: Document, fields: MutableMapping[str, object]) -> None:
+    """What the request log and the metrics report of an extraction's result."""
+    fields.update(
+        lines=len(document.lines), pages=len(document.pages), audio_ms=document.duration_ms
+    )
+
+
+def render(
+    document: Document, reply_format: ReplyFormat, *, validate: bool, json_indent: int | None
+) -> str:
+    """``document`` in ``reply_format``; a JSON object is checked against the Importable
+    schema first when ``validate`` (our own bug if it fails: a logged 500)."""
+    body = reply_format.render(document)
+    if isinstance(body, str):
+        return body
+    if validate:
+        importable_validator().validate(body)
+    return json.dumps(body, indent=json_indent) + "\n"
+
+
+def reply_name(filename: str | None) -> str:
+    """The base name of a client's file name: no directory of either separator survives, so
+    ``../../etc/passwd.png`` comes back as ``passwd.png``; nothing left means ``upload``."""
+    if not filename:
+        return UPLOAD_NAME
+    base = PureWindowsPath(PurePosixPath(filename).name).name  # Windows splits on / and \
+    base = base.strip()
+    return base if base not in ("", ".", "..") else UPLOAD_NAME

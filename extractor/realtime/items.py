@@ -1,0 +1,42 @@
+"""A live session's decoding policy and its turns' conversation items (their audio span, and
+the words sent for them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .agreement import LocalAgreement
+
+
+@dataclass(frozen=True)
+class DecodePolicy:
+    """How a session decodes: every ``step_seconds`` of new audio a partial hypothesis with
+    ``partial_beam``; a finished window with ``final_beam``."""
+
+    step_seconds: float = 0.5
+    partial_beam: int = 1
+    final_beam: int = 1
+
+
+@dataclass
+class Item:
+    """A turn's conversation item: its audio span and the words sent for it."""
+
+    id: str
+    start: int  # first sample (absolute, 16 kHz), prefix padding included
+    window: int  # first sample of the window being decoded
+    end: int | None = None  # set when committed
+    speech_end: int = 0  # end of the last speech heard in it
+    words: list[str] = field(default_factory=list)  # every word sent
+    window_words: int = 0  # of which in the current window
+    decoded_to: int = 0  # end of the audio the last decode heard
+    agreement: LocalAgreement = field(default_factory=LocalAgreement)
+    heard_speech: bool = True  # False: a committed buffer with no speech in it
+    previous_id: str | None = None  # the item before it in the conversation
+    # A final decode run during a pause, before VAD ends the turn: (window, window_words,
+    # speech_end) it was made for, and its words; used if the turn ends with nothing new.
+    ready: tuple[tuple[int, int, int], list[str]] | None = None
+
+    @property
+    def final_key(self) -> tuple[int, int, int]:
+        return (self.window, self.window_words, self.speech_end)

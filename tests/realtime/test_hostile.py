@@ -1,0 +1,130 @@
+"""Hostile live clients against a real server: audio far faster than real time, a client that
+never reads. Memory stays bounded, the worker stays free for the others."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from realtime_support import FIRST, append, noise, pcm, silence, transcript_words
+from support import start_server, stop_server
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import AcceptConnection, Message, Request
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, int]]:
+    url, process = start_server(
+        "--workers", "1", "--realtime-buffer-bytes", "65536",
+        "--realtime-send-buffer-bytes", "65536",
+    )  # fmt: skip
+    try:
+        yield url, process.pid
+    finally:
+        stop_server(process)
+
+
+def worker_rss_kb(master: int) -> int:
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                if int(stat[stat.rindex(")") + 2 :].split()[1]) != master:
+                    continue
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            total += int(status.split("VmRSS:")[1].split()[0])
+    return total
+
+
+def ws_url(url: str) -> str:
+    return url.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+
+
+def test_ten_minutes_sent_in_seconds_stay_bounded(server: tuple[str, int]) -> None:
+    url, master = server
+    with connect(ws_url(url), open_timeout=60) as warm:  # the decoder loads on a first session
+        json.loads(warm.recv(timeout=60))
+        for message in [append(silence(0.3) + pcm(FIRST) + silence(0.8))]:
+            warm.send(message)
+        while json.loads(warm.recv(timeout=60))["type"] != "conversation.item.done":
+            pass
+    before = worker_rss_kb(master)
+    minute = append(noise(60))  # one 60 s append: ten of them, as fast as TCP takes them
+    started = time.monotonic()
+    with connect(ws_url(url), open_timeout=60, max_size=None) as ws:
+        json.loads(ws.recv(timeout=60))
+        for _ in range(10):
+            ws.send(minute)
+        ws.send(append(silence(0.3) + pcm(FIRST) + silence(0.8)))
+        peak = worker_rss_kb(master)
+        events = []
+        while not events or events[-1]["type"] != "conversation.item.done":
+            events.append(json.loads(ws.recv(timeout=120)))
+            peak = max(peak, worker_rss_kb(master))
+    (done,) = [e for e in events if e["type"].endswith("transcription.completed")]
+    assert {"quick", "over"} <= set(transcript_words(done["transcript"]))
+    assert not [e for e in events if e["type"] == "error"]
+    # 10 minutes are 29 MB of PCM (38 MB as base64): held at once they would show here.
+    assert (peak - before) / 1024 < 25, f"worker grew {(peak - before) / 1024:.0f} MB"
+    assert time.monotonic() - started < 120  # noise is VAD'd, never decoded: far from 600 s
+
+
+def test_a_client_that_never_reads_is_dropped_and_others_go_on(server: tuple[str, int]) -> None:
+    url, _master = server
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # fill up sooner
+    sock.connect((host, int(port)))
+    ws = WSConnection(ConnectionType.CLIENT)
+    sock.sendall(
+        ws.send(Request(host=f"{host}:{port}", target="/v1/realtime?intent=transcription"))
+    )
+    while not any(isinstance(e, AcceptConnection) for e in ws.events()):
+        ws.receive_data(sock.recv(4096))
+    # Each bad message earns an error event the client never reads.
+    frame = ws.send(Message(data="{x"))
+    dropped = False
+    sock.settimeout(5)
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < 60:
+            sock.sendall(frame * 200)
+    except OSError:  # reset, broken pipe, or a send that could not go on: the server let go
+        dropped = True
+    sock.close()
+    assert dropped, "the server kept a connection whose client never reads"
+    with connect(ws_url(url), open_timeout=30) as other:
+        assert json.loads(other.recv(timeout=30))["type"] == "session.created"
+
+
+def test_a_session_past_its_length_is_ended() -> None:
+    url, process = start_server("--workers", "1", "--realtime-session-seconds", "3")
+    try:
+        with connect(ws_url(url), open_timeout=60) as ws:
+            assert json.loads(ws.recv(timeout=30))["type"] == "session.created"
+            started = time.monotonic()
+            got = None
+            while got is None or got["type"] != "error":
+                ws.send(append(silence(0.2)))  # busy, never idle: the length is what ends it
+                try:
+                    got = json.loads(ws.recv(timeout=0.2))
+                except TimeoutError:
+                    continue
+            assert got["error"]["code"] == "session_expired"
+            assert "EXTRACTOR_REALTIME_SESSION_SECONDS" in got["error"]["message"]
+            with pytest.raises(ConnectionClosed):
+                while True:
+                    ws.recv(timeout=10)
+            assert ws.close_code == 1001
+            assert 2.5 < time.monotonic() - started < 15
+    finally:
+        stop_server(process)
