@@ -242,10 +242,14 @@ def test_queued_jobs_per_client_are_capped_and_jobs_expire(tmp_path: Path, png: 
     with fresh_database("sqlite", tmp_path, None) as url:
         # No job threads: everything stays queued (the cap), then one runs (the TTL).
         server = serve(
-            tmp_path, url, job_workers=0, max_queued_jobs_per_client=2, job_ttl_seconds=3
-        )
+            tmp_path, url, job_workers=0, max_queued_jobs_per_client=2, job_ttl_seconds=3,
+            max_upload_bytes=len(png) + 1000,
+        )  # fmt: skip
         try:
             with server.client() as client:
+                too_big = submit(client, png + bytes(2000), "big.png")  # as on /extract
+                assert too_big.status_code == 413, too_big.text
+                assert too_big.json()["error"]["code"] == "payload_too_large"
                 for name in ("one.png", "two.png"):
                     assert submit(client, png, name).status_code == 202
                 refused = submit(client, png, "three.png")
