@@ -69,16 +69,17 @@ class TalkSpec:
         )  # fmt: skip
 
 
-# Voices, accents, seeds and timings none of the speakers=auto thresholds were tuned on
-# (those use en+m3/en+f3/en+m7, seeds 0-1, extractor.samples.conversations).
+# Voices from bench.talks.ACCURACY_VARIANTS only: a pool shared with neither the speakers
+# tuning set (whose voices, with m3/f3/m7 of extractor.samples.conversations, chose every threshold)
+# nor the held-out test set (bench/speakers.md). Seeds and timings are this harness's own.
 TALKS = (
-    TalkSpec("2 voices, 0.6 s pauses", ("en-us+m1", "en-gb-scotland+f2"), 8, 101,
+    TalkSpec("2 voices, 0.6 s pauses", ("en-us+iven", "en-gb-scotland+rob"), 8, 101,
              (2.0, 6.0), (0.6, 0.6)),
-    TalkSpec("3 voices", ("en-gb-x-rp+m4", "en-us+f4", "en-029+m2"), 12, 102),
-    TalkSpec("2 voices, quick turns", ("en+m6", "en-us-nyc+f5"), 20, 103,
+    TalkSpec("3 voices", ("en-gb-x-rp+Marco", "en-us+edward", "en-029+iven3"), 12, 102),
+    TalkSpec("2 voices, quick turns", ("en+norbert", "en-us-nyc+david"), 20, 103,
              (1.0, 4.0), (0.2, 0.4)),
-    TalkSpec("4 voices, 2 min", ("en-us+m2", "en-gb+f1", "en-gb-x-gbclan+m5", "en-us+f3"), 24,
-             104, (2.0, 8.0), (0.3, 1.0)),
+    TalkSpec("4 voices, 2 min", ("en-us+pablo", "en+adam", "en-gb-x-gbclan+iven2", "en-us+edward2"),
+             24, 104, (2.0, 8.0), (0.3, 1.0)),
 )  # fmt: skip
 
 

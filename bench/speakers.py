@@ -155,19 +155,48 @@ def run(rounds: int, turns: int, seed: int) -> str:
 
 
 def accuracy_sections() -> list[str]:
-    """The clustering's figures on the tuning set and on the held-out talks, as their own
-    commands last wrote them (they take far longer than this benchmark)."""
+    """How the generated talks are split, then the clustering's figures on the tuning set and
+    on the held-out talks, as their own commands last wrote them (they take far longer than
+    this benchmark)."""
+    from . import talks
+
     here = Path(__file__).parent
-    sections = []
+    sections = [
+        "",
+        "## Which talks tune and which test",
+        "",
+        "`bench/talks.py` draws each talk's espeak-ng voices (accent, variant, pitch, speed) from"
+        " one of three disjoint pools of voice variants; variants that share formant settings"
+        " (a family) sit in one pool, so no pool hears a near-copy of another's voice:",
+        "",
+        f"- **tuning** (`--set tuning`, talks 0-59): {', '.join(talks.TUNING_VARIANTS)}."
+        " Every threshold, the voice space (`python -m bench.speakers_space`) and every choice"
+        " of method were made on these talks only; the voices of the tests' talks"
+        " (`extractor/samples/conversations.py`, m3/f3/m7) and of the earlier held-out pool are"
+        " here too. The real call (pyannote sample) was checked with each finalist, so it is"
+        " not held out either.",
+        f"- **test** (`--set test`, held out): {', '.join(talks.TEST_VARIANTS)}. Run once,"
+        " after everything was fixed.",
+        f"- **accuracy** (`bench/accuracy.py` talks and the CI gate): "
+        f"{', '.join(talks.ACCURACY_VARIANTS)}.",
+    ]
     for title, name, command in (
-        ("Tuning set (40 talks, the knobs were chosen on these)", "speakers_tuning.md",
+        ("Tuning set (60 talks, everything was chosen on these)", "speakers_tuning.md",
          "python -m bench.speakers_tune --grid --out bench/speakers_tuning.md"),
-        ("Held-out test set and the real call (never tuned on)", "speakers_heldout.md",
-         "python -m bench.speakers_heldout --count 24 --call --out bench/speakers_heldout.md"),
+        ("Held-out test set (never tuned on) and the real call", "speakers_heldout.md",
+         "python -m bench.speakers_heldout --count 24 --call --out bench/speakers_heldout.md"
+         "` (run as its two halves side by side: `--count 12 --first 0 --call`,"
+         " `--count 12 --first 12`"),
     ):  # fmt: skip
         path = here / name
         if path.exists():
             sections += ["", f"## {title}", "", f"`{command}`", "", path.read_text().strip()]
+    sections += [
+        "",
+        "The held-out table was measured as the command's two halves side by side"
+        " (`--count 12 --first 0 --call` and `--count 12 --first 12`), once, after the method,"
+        " the voice space and every knob were fixed; the tables and totals were then joined.",
+    ]
     return sections
 
 

@@ -106,7 +106,8 @@ def score_call(client: Any) -> str:
                 and turn.end > span.start + 0.2}) > 1
     ]  # fmt: skip
     return (
-        "**The call** (pyannote-audio 4.0.7 sample.wav, 30 s, not in the tuning set):"
+        "**The call** (pyannote-audio 4.0.7 sample.wav, 30 s; not held out: checked with each"
+        " finalist method while choosing):"
         f" {found} speakers found of {len(call.speakers)}; {timed.right:.1%} of speech time on the right person"
         f" (RTTM; DER {timed.der:.1%}); {right:.1%} of words on the right speaker (STM);"
         f" {len(mixed)} of {len(spans)} lines overlap both people's turns by more than 0.2 s"

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from typing import Any
@@ -78,11 +79,15 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 90) 
 def start_server(
     *args: str, env: dict[str, str] | None = None, log: Any = None
 ) -> tuple[str, subprocess.Popen[bytes]]:
-    """Start ``extractor serve`` on a free loopback port and wait until it is ready."""
+    """Start ``extractor serve`` on a free loopback port and wait until it is ready.
+
+    Its job database (asynchronous jobs) is in a fresh temporary folder unless ``env`` names
+    one, never in the directory the tests run from."""
     port = free_port()
     command = [sys.executable, "-m", "extractor.cli", "serve", "--bind", f"127.0.0.1:{port}", *args]
+    jobs = {"EXTRACTOR_DATA_DIR": tempfile.mkdtemp(prefix="extractor-jobs-")}
     process = subprocess.Popen(
-        command, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
+        command, env={**os.environ, **jobs, **(env or {})}, stdout=subprocess.DEVNULL,
         stderr=log if log is not None else subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"

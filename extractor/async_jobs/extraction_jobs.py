@@ -370,7 +370,7 @@ class ExtractionJobs:
                 for job_id, record in zip(old, records, strict=True)
                 if record is None or (record.status in ENDED and record.updated_at < before)
             ]
-            self.queue.purge(before)
+            self.queue.purge(before, kinds=[KIND])  # never another service's jobs
             self._forget(gone)
         return len(gone)
 

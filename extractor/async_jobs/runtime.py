@@ -7,6 +7,7 @@ exits, so a stopping server hands its running jobs back (another server resumes 
 from __future__ import annotations
 
 import logging
+import threading
 
 from extractor.async_jobs.deliveries import Deliveries
 from extractor.async_jobs.errors import JobsUnavailable
@@ -19,6 +20,8 @@ from extractor.jobs import WorkerPool
 
 log = logging.getLogger(__name__)
 
+RETRY_SECONDS = 5.0  # how often a process without its job database tries again
+
 
 class JobRuntime:
     """The job threads and the delivery thread of one process."""
@@ -29,38 +32,59 @@ class JobRuntime:
         self.work = work
         self.pool: WorkerPool | None = None
         self.deliveries: Deliveries | None = None
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()  # starting and stopping, one at a time
 
-    def start(self) -> bool:
-        """Start the threads; False (logged, the server still answers synchronous requests and
-        the job routes 503) when the job database cannot be opened."""
-        settings = self.settings
+    def start(self) -> None:
+        """Start the threads once the job database opens: now, or (a database container still
+        starting, a network not up yet) from a thread that tries again every
+        ``RETRY_SECONDS``. Meanwhile the server answers synchronous requests and the job
+        routes answer 503."""
+        if self._start_now():
+            return
+        log.error("no job database yet; asynchronous jobs start once it answers")
+        threading.Thread(target=self._start_later, name="job-runtime", daemon=True).start()
+
+    def _start_later(self) -> None:
+        while not self._stopping.wait(RETRY_SECONDS):
+            if self._start_now():
+                log.info("job database reached: asynchronous jobs started")
+                return
+
+    def _start_now(self) -> bool:
+        """Open the database and start the threads; False when it cannot be opened yet."""
         try:
             queue = self.jobs.queue
         except JobsUnavailable:
-            log.error("asynchronous jobs are off in this process: no job database")
             return False
-        if settings.job_workers > 0:
-            handler = ExtractionHandler(self.jobs, self.work, settings)
-            self.pool = WorkerPool(
-                queue, {KIND: handler}, settings.job_workers, thread_prefix="extraction-job"
-            )
-            self.pool.start()
-        sender = None
-        if settings.webhook_secret:
-            sender = WebhookSender(
-                settings.webhook_secret,
-                policy_of(settings.outbound_allow),
-                settings.webhook_timeout,
-            )
-        self.deliveries = Deliveries(self.jobs, sender, settings.webhook_attempts)
-        self.deliveries.start()
+        settings = self.settings
+        with self._lock:
+            if self._stopping.is_set():
+                return True  # stopped meanwhile: nothing to start
+            if settings.job_workers > 0:
+                handler = ExtractionHandler(self.jobs, self.work, settings)
+                self.pool = WorkerPool(
+                    queue, {KIND: handler}, settings.job_workers, thread_prefix="extraction-job"
+                )
+                self.pool.start()
+            sender = None
+            if settings.webhook_secret:
+                sender = WebhookSender(
+                    settings.webhook_secret,
+                    policy_of(settings.outbound_allow),
+                    settings.webhook_timeout,
+                )
+            self.deliveries = Deliveries(self.jobs, sender, settings.webhook_attempts)
+            self.deliveries.start()
         return True
 
     def stop(self) -> None:
         """Hand running jobs back (each stops at its next page or window) and stop sending."""
-        if self.pool is not None:
-            self.pool.stop(timeout=self.settings.job_lease_seconds)
-            self.pool = None
-        if self.deliveries is not None:
-            self.deliveries.stop()
-            self.deliveries = None
+        with self._lock:
+            self._stopping.set()
+            pool, deliveries = self.pool, self.deliveries
+            self.pool = self.deliveries = None
+        if pool is not None:
+            pool.stop(timeout=self.settings.job_lease_seconds)
+        if deliveries is not None:
+            deliveries.stop()

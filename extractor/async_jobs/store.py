@@ -19,15 +19,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from sqlalchemy import JSON, DateTime, Integer, LargeBinary, MetaData, String, Text
+from sqlalchemy import JSON, DateTime, Integer, LargeBinary, MetaData, String, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from extractor.jobs import utcnow
-from extractor.jobs.db import Database, create_tables
+from extractor.jobs import JobsBase, utcnow
+from extractor.jobs.db import Database
 
 # One row of job_uploads: small enough that reading one costs little memory, large enough that
 # a 200 MB upload is 200 inserts.
 CHUNK_BYTES = 1024 * 1024
+# The PostgreSQL advisory lock key that serializes creating the tables (any fixed number).
+SCHEMA_LOCK = 0x45787472  # "Extr"
 
 
 class ExtractionBase(DeclarativeBase):
@@ -73,10 +75,19 @@ class ExtractionJob(ExtractionBase):
 
 
 def open_database(url: str) -> Database:
-    """The job database at ``url`` with the queue's tables and ours created where missing."""
+    """The job database at ``url`` with the queue's tables and ours created where missing.
+
+    One process at a time: the workers of a server and the replicas of a deployment start
+    together, and on PostgreSQL all but one concurrent CREATE TABLE of a name fail (a duplicate
+    catalog row), which left those processes without job threads. A transaction-scoped
+    advisory lock lines them up; SQLite's write transactions already do.
+    """
     db = Database(url)
-    create_tables(db)
-    ExtractionBase.metadata.create_all(db.engine)
+    with db.engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+        JobsBase.metadata.create_all(connection)
+        ExtractionBase.metadata.create_all(connection)
     return db
 
 

@@ -134,10 +134,10 @@ class EngineSettings(SettingsBase):
         above=0,
     )
     speakers_merge_similarity: float = setting(
-        0.92,
+        1.0,
         "cosine",
-        "Cosine similarity (0-1] of two groups' mean voices at or above which they are one"
-        " speaker; tuned on generated talks (bench/speakers.md).",
+        "Cosine similarity (0-1] of two speakers' mean voices (CAM++) at or above which they"
+        " are joined after the count is chosen (1: never); bench/speakers.md.",
         above=0,
         at_most=1,
     )

@@ -3,11 +3,11 @@ finished job). Their step results and uploads went when they ended; only the row
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, delete
+from sqlalchemy import CursorResult, delete, true
 
 from extractor.jobs.reads import Sessions
 from extractor.jobs.tables import ENDED, Job
@@ -18,14 +18,18 @@ class JobCleanup:
 
     db: Sessions
 
-    def purge(self, ended_before: datetime) -> int:
-        """Delete the jobs that ended before ``ended_before``: how a service keeps jobs for a
-        time to live. How many went."""
+    def purge(self, ended_before: datetime, kinds: Collection[str] | None = None) -> int:
+        """Delete the jobs that ended before ``ended_before`` (only of ``kinds`` when given: a
+        service sharing the database with another purges its own): how a service keeps jobs
+        for a time to live. How many went."""
+        of_kinds = Job.kind.in_(list(kinds)) if kinds is not None else true()
         with self.db.session() as session:
             gone = cast(
                 CursorResult[Any],
                 session.execute(
-                    delete(Job).where(Job.status.in_(ENDED), Job.updated_at < ended_before)
+                    delete(Job).where(
+                        Job.status.in_(ENDED), Job.updated_at < ended_before, of_kinds
+                    )
                 ),
             )
             return int(gone.rowcount)

@@ -5,14 +5,18 @@ upload deleted once it ends. Real gunicorn servers, a real SIGKILL of the whole 
 
 from __future__ import annotations
 
+import time
+import uuid
 from pathlib import Path
 
 import pytest
-from jobs_support import Server, fresh_database, restart, serve, submit, wait_for
-from sqlalchemy import create_engine, text
+from jobs_support import Server, admin_sql, fresh_database, restart, serve, submit, wait_for
+from sqlalchemy import create_engine, make_url, text
 from support import PAGE_ONE, PAGE_TWO
 
 from extractor import samples
+
+pytestmark = pytest.mark.slow  # real servers and engines: make test, not test-fast
 
 PAGES = 8
 
@@ -68,3 +72,30 @@ def test_a_job_killed_mid_run_finishes_once(
             for server in servers:
                 if server.process.poll() is None:
                     server.stop()
+
+
+@pytest.mark.postgres
+def test_a_server_started_before_its_database_runs_jobs_once_it_exists(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    admin = request.getfixturevalue("postgres_admin_url")
+    name = f"asyncjobs_late_{uuid.uuid4().hex[:8]}"
+    url = make_url(admin).set(database=name).render_as_string(hide_password=False)
+    png = samples.encode_image(samples.text_page(PAGE_ONE).image, "PNG")
+    server = serve(tmp_path, url, job_workers=1)  # its database does not exist yet
+    try:
+        with server.client() as client:
+            assert client.get("/readyz").status_code == 200  # /extract works meanwhile
+            early = submit(client, png, "early.png")
+            assert early.status_code == 503, early.text
+            assert early.json()["error"]["code"] == "jobs_unavailable"
+            admin_sql(admin, f'CREATE DATABASE "{name}"')
+            deadline = time.monotonic() + 60
+            while (reply := submit(client, png, "late.png")).status_code == 503:
+                assert time.monotonic() < deadline, reply.text
+                time.sleep(1)
+            assert reply.status_code == 202, reply.text
+            assert wait_for(client, reply.json()["id"], timeout=120)["status"] == "succeeded"
+    finally:
+        server.stop()
+        admin_sql(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

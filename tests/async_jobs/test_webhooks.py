@@ -20,6 +20,8 @@ from support import PAGE_ONE
 
 from extractor import samples
 
+pytestmark = pytest.mark.slow  # real servers and engines: make test, not test-fast
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -30,10 +32,14 @@ def receiver() -> Iterator[Receiver]:
     running.close()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver) -> Iterator[Server]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, receiver: Receiver
+) -> Iterator[Server]:
+    """A server on each job database; every test here runs on both."""
     tmp = tmp_path_factory.mktemp("webhooks")
-    with fresh_database("sqlite", tmp, None) as url:
+    admin = request.getfixturevalue("postgres_admin_url") if request.param != "sqlite" else None
+    with fresh_database(request.param, tmp, admin) as url:
         running = serve(tmp, url, outbound_allow=f"http://127.0.0.1:{receiver.port}")
         yield running
         running.stop()

@@ -217,9 +217,23 @@ def test_purge_deletes_ended_jobs_older_than_the_cutoff(db: Database) -> None:
             .where(Job.id.in_([old_done, old_waiting]))
             .values(updated_at=utcnow() - timedelta(days=2))
         )
-    assert queue.purge(utcnow() - timedelta(days=1)) == 1
+    cutoff = utcnow() - timedelta(days=1)
+    assert queue.purge(cutoff, kinds=["Other"]) == 0  # another service's purge spares them
+    assert queue.purge(cutoff, kinds=["Test"]) == 1
     assert queue.get("alice", [old_done, old_waiting, new_done])[0] is None
     assert all(job is not None for job in queue.get("alice", [old_waiting, new_done]))
+
+
+def test_forget_deletes_only_the_owners_ended_jobs(db: Database) -> None:
+    queue = JobQueue(db, POLICY)
+    done, waiting = add(queue, db, 2)
+    claimed = queue.claim("w1")
+    assert claimed is not None and claimed.id == done
+    assert queue.succeed(done, "w1", lambda _: None)
+    assert queue.forget("bob", [done]) == 0  # not bob's
+    assert queue.forget("alice", [done, waiting]) == 1  # the queued one stays
+    assert queue.get("alice", [done, waiting])[0] is None
+    assert queue.get("alice", [waiting])[0] is not None
 
 
 # -- listing ----------------------------------------------------------------------------------
