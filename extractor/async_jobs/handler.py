@@ -27,11 +27,12 @@ from extractor.async_jobs.store import ExtractionJob, pack
 from extractor.async_jobs.work import ExtractionWork
 from extractor.config import Settings
 from extractor.errors import ExtractorError
-from extractor.jobs import JobFailure, JobInterrupted, JobRun
+from extractor.jobs import JobFailure, JobInterrupted, JobRun, JobStatus, StorageError
 
 log = logging.getLogger(__name__)
 
 PROGRESS_EVERY_SECONDS = 1.0  # saved at least this often while pages or windows are done
+WATCH_SECONDS = 1.0  # how often a running job's status is read (a cancel stops it within this)
 MOST_NICE = 19  # the lowest CPU priority Linux has
 
 _lowered = threading.local()
@@ -94,12 +95,20 @@ class ExtractionHandler:
         if view is None:
             raise JobFailure("the job's details are gone (deleted meanwhile)", code="job_not_found")
         ended = False
+        cancelled = threading.Event()
+        watching = threading.Event()
+        watcher = threading.Thread(
+            target=self._watch, args=(run, cancelled, watching), name=f"watch-{job_id}",
+            daemon=True,
+        )  # fmt: skip
+        watcher.start()
         try:
             options = job_request(view.options)
             left = self.settings.job_timeout - run.run_seconds()
             document = self.work.extract(
-                run.queue, job_id, view.filename, options, Progress(run), left, run.check
-            )
+                run.queue, job_id, view.filename, options, Progress(run), left, run.check,
+                cancelled,
+            )  # fmt: skip
             stored = pack(dump_document(document))
 
             def write(session: Session) -> str:
@@ -116,11 +125,28 @@ class ExtractionHandler:
         except JobInterrupted:
             raise
         except ExtractorError as error:
+            if cancelled.is_set():  # stopped because it was cancelled, not failed
+                raise JobInterrupted(f"job {job_id} cancelled") from error
             ended = True
             raise JobFailure(error.message, code=error.code, status=error.status) from error
         except JobFailure:
             ended = True
             raise
         finally:
+            watching.set()
+            watcher.join()
             if ended:
                 self.jobs.webhook_due(job_id)
+
+    def _watch(self, run: JobRun, cancelled: threading.Event, done: threading.Event) -> None:
+        """Set ``cancelled`` once the job is no longer this worker's (cancelled, or its lease
+        lost): the speech engine then stops at its next segment instead of finishing a long
+        stretch of speech nobody will read. A read of the job per ``WATCH_SECONDS``."""
+        while not done.wait(WATCH_SECONDS):
+            try:
+                (record,) = run.queue.get(run.job.owner_id, [run.job.id])
+            except StorageError:
+                continue  # the database away: the heartbeat decides about the lease
+            if record is None or record.status != JobStatus.RUNNING or run.lease_lost:
+                cancelled.set()
+                return

@@ -4,6 +4,7 @@ of its own and outside the synchronous engine gate."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from extractor.jobs import JobQueue
@@ -35,9 +36,11 @@ class ExtractionWork:
         progress: ProgressReport,
         seconds: float,
         check: Callable[[], None],
+        cancel: threading.Event,
     ) -> Document:
         """The job's Document: the upload's chunks joined in a workspace (``check`` between
-        chunks stops a cancelled job), checked, extracted within ``seconds``."""
+        chunks stops a cancelled job), checked, extracted within ``seconds``; ``cancel`` set
+        stops the speech engine at its next segment."""
         with workspace(self.settings) as workdir:
             path = workdir / "upload"
             with path.open("wb") as out:
@@ -47,5 +50,5 @@ class ExtractionWork:
             sniffed = check_upload(path, self.settings, {})
             return self.extractor.extract(
                 path, reply_name(filename), sniffed, workdir, options, Timings(),
-                progress=progress, timeout=seconds, gated=False,
+                progress=progress, timeout=seconds, gated=False, cancel=cancel,
             )  # fmt: skip

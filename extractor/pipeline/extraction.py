@@ -116,6 +116,7 @@ class Extractor:
         progress: Progress | None = None,
         timeout: float | None = None,
         gated: bool = True,
+        cancel: threading.Event | None = None,
     ) -> Document:
         """Turn the file at ``path`` into a Document within the request timeout.
 
@@ -128,7 +129,7 @@ class Extractor:
         timings = timings or Timings()
         seconds = self.settings.request_timeout if timeout is None else timeout
         deadline = time.monotonic() + seconds
-        cancel = threading.Event()
+        cancel = cancel or threading.Event()  # a job's: set when it is cancelled
         report = progress or no_progress
 
         def job() -> Document:

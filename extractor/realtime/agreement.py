@@ -39,7 +39,9 @@ class LocalAgreement:
         agreed = 0
         candidates = hypothesis[: max(0, len(hypothesis) - self.hold_back)]
         for old, new in zip(self.previous, candidates, strict=False):
-            if comparable(old) != comparable(new) or not comparable(new) or _cut(old, new):
+            if comparable(old) != comparable(new) or _cut(old, new):
+                break
+            if not comparable(new) and old != new:  # punctuation alone: the same mark
                 break
             agreed += 1
         self.previous = hypothesis[agreed:]

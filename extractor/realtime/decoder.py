@@ -6,7 +6,7 @@ for 10 s (bench/realtime.md). A live turn is re-decoded about twice a second, so
 calls CTranslate2 directly with an encoder input only as long as the window (at least
 ``MIN_WINDOW_SECONDS``: shorter contexts made tiny.en loop), and:
 
-- forces the words already sent as the decoder's prefix, so a hypothesis is always their
+- forces the text already sent (as sent: "afternoon, but") as the decoder's prefix, so a hypothesis is always their
   continuation (append-only deltas stay consistent with what the model now hears);
 - conditions on the text before the window (``prompt``) the way Whisper conditions on the
   previous 30 s window;
@@ -84,7 +84,7 @@ class WindowDecoder:
         self,
         audio: np.ndarray,
         *,
-        prefix: list[str] | None = None,
+        prefix: str = "",
         prompt: str = "",
         beam_size: int = 1,
     ) -> list[str]:
@@ -109,8 +109,8 @@ class WindowDecoder:
         if prompt.strip():
             tokens = [tok.sot_prev, *tok.encode(" " + prompt.strip())[-MAX_PROMPT_TOKENS:]]
         tokens.extend(tok.sot_sequence)
-        tokens.append(tok.timestamp_begin)
-        forced = tok.encode(" " + " ".join(prefix)) if prefix else []
+        tokens.append(tok.no_timestamps)
+        forced = tok.encode(" " + prefix.strip()) if prefix.strip() else []
         tokens.extend(forced)
         budget = int(seconds * TOKENS_PER_SECOND) + 8
         result = model.model.generate(
@@ -127,4 +127,6 @@ class WindowDecoder:
             ids = ids[len(forced) :]
         text = tok.decode(ids)
         self.seconds_busy += time.perf_counter() - started
-        return text.split()
+        # A mark alone (", but" after a forced "afternoon") is dropped: sent, it would end the
+        # next forced prefix on a bare comma, after which tiny.en tends to stop at once.
+        return [word for word in text.split() if any(c.isalnum() for c in word)]

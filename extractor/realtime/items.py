@@ -28,6 +28,8 @@ class Item:
     end: int | None = None  # set when committed
     speech_end: int = 0  # end of the last speech heard in it
     words: list[str] = field(default_factory=list)  # every word sent
+    transcript: str = ""  # the deltas sent, joined
+    window_text: str = ""  # of which in the current window: the decoder's forced prefix
     window_words: int = 0  # of which in the current window
     decoded_to: int = 0  # end of the audio the last decode heard
     agreement: LocalAgreement = field(default_factory=LocalAgreement)

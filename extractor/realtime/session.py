@@ -31,6 +31,7 @@ import numpy as np
 from ..errors import EngineFailure
 from . import events as ev
 from . import metrics
+from .agreement import comparable
 from .audio import SAMPLE_RATE, AudioInput
 from .decoder import WindowDecoder
 from .events import ProtocolError, ServerVad, SessionConfig
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 FEED_SAMPLES = SAMPLE_RATE // 2  # audio run through the VAD per step
 LONG_WINDOW_SECONDS = 20.0  # past this, a window is cut at the next pause
 HARD_WINDOW_SECONDS = 28.0  # and here without one
-TAIL_SECONDS = 0.25  # audio kept after the last speech for a turn's final decode
+TAIL_SECONDS = 0.4  # audio after the last speech a final decode hears (Silero ends "ships" early)
 MIN_COMMIT_MS = 100  # OpenAI's smallest committable buffer
 PROMPT_WORDS = 60  # words of earlier text given to the decoder as its prompt
 
@@ -88,7 +89,6 @@ class Session:
         self.finishing: deque[Item] = deque()  # committed turns awaiting their final decode
         self.previous_item_id: str | None = None
         self.audio_seconds = 0.0  # received, for usage and metrics
-        self.history: list[str] = []  # words of the items before, for the next one's prompt
         self.emit(ev.server_event("session.created", session=self._document()))
 
     # -- the scheduler's interface ------------------------------------------------------------
@@ -295,15 +295,18 @@ class Session:
 
     # -- decoding --------------------------------------------------------------------------------
     def _prompt(self, item: Item) -> str:
-        earlier = item.words[: len(item.words) - item.window_words]
-        words = [*self.history, *earlier][-PROMPT_WORDS:]
+        earlier = item.transcript[: len(item.transcript) - len(item.window_text)].split()
+        # Only this turn's own earlier text: a prompt holding what was said in earlier turns
+        # made tiny.en repeat it ("They say it will rain" heard three times in a row).
+        words = earlier[-PROMPT_WORDS:]
         return " ".join([self.config.prompt, *words]).strip()
 
     def _decode(self, item: Item, end: int, beam: int) -> list[str]:
         audio = self._span(item.window, end)
         item.decoded_to = end
-        prefix = item.words[len(item.words) - item.window_words :]
-        return self.decoder.decode(audio, prefix=prefix, prompt=self._prompt(item), beam_size=beam)
+        return self.decoder.decode(
+            audio, prefix=item.window_text, prompt=self._prompt(item), beam_size=beam
+        )
 
     def _send(self, item: Item, words: list[str], heard_at: int) -> None:
         """Send ``words``, first heard by the decode that ran up to sample ``heard_at``."""
@@ -312,8 +315,12 @@ class Session:
         lag = time.monotonic() - self.arrival(heard_at)
         for _word in words:
             metrics.WORD_LATENCY.observe(lag)
-        text = " ".join(words)
-        delta = text if not item.words else " " + text
+        delta = ""
+        for word in words:  # punctuation Whisper wrote apart (", but") sticks to its word
+            glued = not comparable(word) or not (item.words or delta)
+            delta += word if glued else " " + word
+        item.transcript += delta
+        item.window_text += delta
         item.words.extend(words)
         item.window_words += len(words)
         self.emit(
@@ -371,7 +378,7 @@ class Session:
             self._send(item, self._decode(item, end, self.policy.final_beam), end)
         except EngineFailure as exc:
             log.warning("a live window decode failed", extra={"error": str(exc)})
-        item.window, item.window_words = end, 0
+        item.window, item.window_words, item.window_text = end, 0, ""
         item.agreement.reset()
 
     def _finish(self, item: Item) -> None:
@@ -405,10 +412,9 @@ class Session:
                 )
             )
             return
-        transcript = " ".join(item.words)
+        transcript = item.transcript
         if item.heard_speech:
             metrics.COMPLETED_LATENCY.observe(time.monotonic() - self.arrival(item.speech_end))
-        self.history = [*self.history, *item.words][-PROMPT_WORDS:]
         seconds = (item.end - item.start) / SAMPLE_RATE
         self.emit(
             ev.server_event(

@@ -104,12 +104,12 @@ def test_client_commits_without_turn_detection(decoder: WindowDecoder) -> None:
     run(session, [json.dumps(update)])
     assert events[-1]["type"] == "session.updated"
     assert events[-1]["session"]["audio"]["input"]["turn_detection"] is None
-    audio = silence(0.5) + pcm(FIRST) + silence(1) + pcm(SECOND)
+    audio = silence(0.5) + pcm(FIRST) + silence(1) + pcm(SECOND) + silence(0.5)
     run(session, [*appends(audio), json.dumps({"type": "input_audio_buffer.commit"})])
     assert not of_type(events, "input_audio_buffer.speech_started")
     (completed,) = of_type(events, "conversation.item.input_audio_transcription.completed")
     words = transcript_words(completed["transcript"])
-    assert {"quick", "over", "bring", "store"} <= set(words)
+    assert {"quick", "over", "bring", "things"} <= set(words)
     deltas = of_type(events, "conversation.item.input_audio_transcription.delta")
     assert "".join(d["delta"] for d in deltas) == completed["transcript"]
     assert completed["usage"]["seconds"] == pytest.approx(len(audio) / 48_000, abs=0.05)
