@@ -145,6 +145,24 @@ def speech_clip(folder: Path) -> Path:
     return next(c.path for c in librivox_clips(folder, (11,)))
 
 
+def measure_all(work: Path, runs: int, seconds: float, *, ocr: bool = True) -> list[Scaling]:
+    """Every layout on speech, and the default one on OCR too."""
+    from .inputs import make_inputs
+
+    speech = Upload.of(speech_clip(work / "clips"))
+    page = Upload.of(make_inputs(work / "inputs", quick=True).small_page)
+    results = []
+    for layout, flags in LAYOUTS.items():
+        with Server(*flags, log_dir=work, name=layout.split()[2]) as server:
+            server.wait_ready(int(flags[1]))
+            results.append(scaling(server, layout, "speech: 11 s LibriVox", speech, runs, seconds))
+            if ocr and flags == LAYOUTS["one model per worker (default)"]:
+                results.append(
+                    scaling(server, layout, "OCR: half A4, 150 dpi", page, runs, seconds)
+                )
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.concurrency", description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
@@ -152,27 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-ocr", action="store_true", help="speech only")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    from .inputs import make_inputs
-
-    results = []
     with tempfile.TemporaryDirectory(prefix="extractor-bench-") as tmp:
-        work = Path(tmp)
-        speech = Upload.of(speech_clip(work / "clips"))
-        page = Upload.of(make_inputs(work / "inputs", quick=True).small_page)
-        for layout, flags in LAYOUTS.items():
-            with Server(*flags, log_dir=work, name=layout.split()[2]) as server:
-                server.wait_ready(int(flags[1]))
-                results.append(
-                    scaling(
-                        server, layout, "speech: 11 s LibriVox", speech, args.runs, args.seconds
-                    )
-                )
-                if not args.no_ocr and flags == LAYOUTS["one model per worker (default)"]:
-                    results.append(
-                        scaling(
-                            server, layout, "OCR: half A4, 150 dpi", page, args.runs, args.seconds
-                        )
-                    )
+        results = measure_all(Path(tmp), args.runs, args.seconds, ocr=not args.no_ocr)
     print("\n".join(markdown(results)))
     return 0
 

@@ -50,6 +50,7 @@ SAMPLE_EVERY = 0.01  # seconds between two looks at the worker's children
 # The server's EXTRACTOR_REQUEST_TIMEOUT here: 100 dense pages took longer than the default 900 s
 # on the shared 2-core machine (a 504 at page ~60); this bench measures memory, not time.
 REQUEST_TIMEOUT = 3600
+SERVER_FLAGS = ("--workers", "1", "--request-timeout", str(REQUEST_TIMEOUT))
 
 
 @dataclass(frozen=True)
@@ -257,8 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="extractor-bench-") as tmp:
         work = Path(tmp)
         inputs = make_inputs(work / "inputs", quick=args.quick, only=args.only, match=args.match)
-        flags = ("--workers", "1", "--request-timeout", str(REQUEST_TIMEOUT))
-        with Server(*flags, log_dir=work, name="flat", log_level="debug") as server:
+        with Server(*SERVER_FLAGS, log_dir=work, name="flat", log_level="debug") as server:
             server.wait_ready(1)
             peaks = measure(server, inputs)
     print("\n".join(markdown(peaks)))

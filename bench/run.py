@@ -94,6 +94,8 @@ class Plan:
     flat_quick: bool = (
         False  # bench/flat.py: 1 minute of audio only, instead of up to 60 min/100 pages
     )
+    scaling_runs: int = 3  # bench/concurrency.py: rounds of 1 and 4 clients per layout; 0: skip
+    scaling_seconds: float = 15.0
 
 
 QUICK = Plan(
@@ -110,6 +112,7 @@ QUICK = Plan(
     stage_rounds=1,
     stage_clips=(3, 11),
     flat_quick=True,
+    scaling_runs=0,
 )
 
 
@@ -413,6 +416,22 @@ class Bench:
                 )
             )
 
+    def scaling(self) -> None:
+        """4 clients against 1, one model per worker against one shared (bench/concurrency.py)."""
+        from . import concurrency
+
+        if not self.plan.scaling_runs:
+            return
+        with section("4 clients against 1: one model per worker, one model shared"):
+            results = concurrency.measure_all(
+                self.work / "scaling", self.plan.scaling_runs, self.plan.scaling_seconds
+            )
+        self.report.tables.append(
+            ("4 clients against 1, one model per worker against one shared (bench/concurrency.py;"
+             " ratios need two free cores, CPU per request does not)",
+             concurrency.markdown(results))
+        )  # fmt: skip
+
     def flat(self) -> None:
         """Peak RSS of every server process on long audio and long documents (bench/flat.py)."""
         from . import flat
@@ -420,7 +439,7 @@ class Bench:
         with section("peak RSS per process: long audio and documents"):
             inputs = flat.make_inputs(self.work / "flat", quick=self.plan.flat_quick,
                                       only="audio" if self.plan.flat_quick else None)  # fmt: skip
-            with Server("--workers", "1", log_dir=self.work, name="flat",
+            with Server(*flat.SERVER_FLAGS, log_dir=self.work, name="flat",
                         log_level="debug") as server:  # fmt: skip
                 server.wait_ready(1)
                 peaks = flat.measure(server, inputs)
@@ -910,6 +929,7 @@ def main(argv: list[str] | None = None) -> int:
             bench.default_server(args.samples)
             bench.input_peaks(quick=args.quick)
             bench.flat()
+            bench.scaling()
             bench.queue_bound()
             if not args.skip_openai:
                 bench.openai()
