@@ -139,6 +139,7 @@ def test_serve_warns_when_reachable_without_a_secret() -> None:
     assert "192.0.2.7:9" in warning["event"] and "EXTRACTOR_SECRET" in warning["event"]
 
 
+@pytest.mark.slow  # seconds of CPU each: make test runs it, make test-fast leaves it out
 def test_serve_does_not_warn_with_a_secret() -> None:
     stderr = _serve_until("Starting gunicorn", "--bind", "192.0.2.7:9", "--secret", "s3cret")
     assert "Starting gunicorn" in stderr

@@ -138,6 +138,7 @@ def long_quiet_flac(path: Path, minutes: int, rate: int, channels: int) -> Path:
     return path
 
 
+@pytest.mark.slow  # seconds of CPU each: make test runs it, make test-fast leaves it out
 def test_a_long_recording_does_not_raise_the_worker_s_peak(
     one_worker: tuple[str, int], tmp_path: Path
 ) -> None:

@@ -82,6 +82,7 @@ def test_each_batch_is_one_engine_call_on_its_joined_speech() -> None:
     assert [(s.start, s.end) for s in out.segments] == [(1.0, 9.0)]
 
 
+@pytest.mark.slow  # seconds of CPU each: make test runs it, make test-fast leaves it out
 @requires_espeak
 def test_a_minute_in_30_s_windows_transcribes_as_bare_faster_whisper_does(tmp_path: Path) -> None:
     """The VAD run on two windows and the speech joined across them: faster-whisper's own

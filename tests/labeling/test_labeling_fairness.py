@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from labeling_support import (
     LabelingServer,
     Received,
@@ -43,6 +44,7 @@ def job_row(server: LabelingServer, job_id: str) -> Job:
 # -- fairness ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # seconds of CPU each: make test runs it, make test-fast leaves it out
 def test_one_teams_twenty_slow_jobs_delay_another_teams_job_by_one_batch_at_most(
     make_server: Callable[..., LabelingServer], fake_api: StartAPI
 ) -> None:
@@ -265,6 +267,7 @@ def bytes_written_by_auto_label(
     return sum(sizes), max(sizes)
 
 
+@pytest.mark.slow  # seconds of CPU each: make test runs it, make test-fast leaves it out
 def test_checkpoint_bytes_grow_linearly_with_lines(
     make_server: Callable[..., LabelingServer], fake_api: StartAPI
 ) -> None:

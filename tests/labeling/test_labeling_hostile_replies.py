@@ -64,6 +64,7 @@ def test_each_hostile_prediction_reply_fails_with_its_reason(shape: str, scale: 
         assert failure.details["limit"] in failure.message
 
 
+@pytest.mark.slow  # seconds of CPU each: make test runs it, make test-fast leaves it out
 @pytest.mark.parametrize("shape", ["empty-lists", "huge-string", "deep-objects"])
 def test_the_scan_allocates_nothing_that_grows_with_the_reply(shape: str) -> None:
     """Refused by the scan, a reply costs its decoded text and next to nothing more."""

@@ -162,6 +162,7 @@ def test_tags_and_custom_apis_stop_at_their_owners_limit(make_server: MakeServer
     assert "errors" not in other
 
 
+@pytest.mark.slow  # seconds of CPU each: make test runs it, make test-fast leaves it out
 def test_a_document_labeled_while_its_reply_is_written_is_sent_whole_as_it_was(
     server: LabelingServer,
 ) -> None:
