@@ -29,6 +29,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +134,33 @@ class GraphQL:
         return dict(reply["data"])
 
 
+@contextmanager
+def compose_project(
+    project: str, env: dict[str, str], dump: tuple[str, ...], tail: int
+) -> Iterator[list[str]]:
+    """podman-compose on compose.yaml (with the podman overrides) as ``project``: on a failure
+    the last ``tail`` log lines of the ``dump`` services go to stderr; the stack, its volumes and
+    its network are removed however it ends."""
+    compose = [
+        "podman-compose", "--project-name", project, "--file", str(ROOT / "compose.yaml"),
+        "--file", str(HERE / "compose.podman.yaml"),
+    ]  # fmt: skip
+    try:
+        yield compose
+    except BaseException:
+        for service in dump:
+            logs = subprocess.run(
+                ["podman", "logs", "--tail", str(tail), f"{project}_{service}_1"],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            print(f"--- {service}\n{logs.stdout}{logs.stderr}", file=sys.stderr)
+        raise
+    finally:
+        subprocess.run([*compose, "down", "--volumes"], env=env, capture_output=True, timeout=300)
+        # podman-compose 1.0.3's down leaves the project's network behind.
+        subprocess.run(["podman", "network", "rm", f"{project}_default"], capture_output=True)
+
+
 def main(image: str) -> None:
     build_standin()
     project = f"extractor-ci-{uuid.uuid4().hex[:6]}"
@@ -146,12 +175,8 @@ def main(image: str) -> None:
         "NOFILE": str(nofile),
         "NPROC": str(nproc),
     }
-    compose = [
-        "podman-compose", "--project-name", project, "--file", str(ROOT / "compose.yaml"),
-        "--file", str(HERE / "compose.podman.yaml"),
-    ]  # fmt: skip
     started = time.monotonic()
-    try:
+    with compose_project(project, env, ("labeling", "worker", "postgres"), 15) as compose:
         # Named: podman-compose 1.0.3 knows no profiles and would start the replicas too.
         run(*compose, "up", "--detach", "--no-build", *SERVICES, env=env)
         extractor = f"http://127.0.0.1:{extractor_port}"
@@ -221,18 +246,6 @@ def main(image: str) -> None:
             f"ran on the worker through http://extractor:8000 into PostgreSQL; all 4 health "
             f"checks pass; uids {users}"
         )
-    except BaseException:
-        for service in ("labeling", "worker", "postgres"):
-            logs = subprocess.run(
-                ["podman", "logs", "--tail", "15", f"{project}_{service}_1"],
-                capture_output=True, text=True,
-            )  # fmt: skip
-            print(f"--- {service}\n{logs.stdout}{logs.stderr}", file=sys.stderr)
-        raise
-    finally:
-        subprocess.run([*compose, "down", "--volumes"], env=env, capture_output=True, timeout=300)
-        # podman-compose 1.0.3's down leaves the project's network behind.
-        subprocess.run(["podman", "network", "rm", f"{project}_default"], capture_output=True)
 
 
 if __name__ == "__main__":

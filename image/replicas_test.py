@@ -26,7 +26,7 @@ import time
 import urllib.request
 from typing import Any
 
-from compose_test import HERE, ROOT, build_standin, free_port, multipart, run, wait_http
+from compose_test import build_standin, compose_project, free_port, multipart, run, wait_http
 from smoke_test import container_limits
 
 from extractor import samples
@@ -79,13 +79,10 @@ def main(image: str) -> None:
         "NOFILE": str(nofile),
         "NPROC": str(nproc),
     }
-    compose = [
-        "podman-compose", "--project-name", project, "--file", str(ROOT / "compose.yaml"),
-        "--file", str(HERE / "compose.podman.yaml"),
-    ]  # fmt: skip
     first, second = (Replica(port, secret) for port in ports)
     recording = samples.repeat_speech(SPOKEN, RECORDING_SECONDS, "flac")
-    try:
+    services = ("extractor-1", "extractor-2", "jobs-database", "postgres")
+    with compose_project(project, env, services, 20) as compose:
         run(*compose, "up", "--detach", "--no-build", "postgres", "jobs-database", env=env)
         wait_exited(f"{project}_jobs-database_1", UP_SECONDS)
         run(*compose, "up", "--detach", "--no-build", "--no-deps", "extractor-1", env=env)
@@ -119,17 +116,6 @@ def main(image: str) -> None:
             f"killed (SIGKILL) at progress {killed_at:.2f}; extractor-2 finished it "
             f"({len(text.split())} words; statuses seen {sorted(set(seen))})"
         )
-    except BaseException:
-        for service in ("extractor-1", "extractor-2", "jobs-database", "postgres"):
-            logs = subprocess.run(
-                ["podman", "logs", "--tail", "20", f"{project}_{service}_1"],
-                capture_output=True, text=True,
-            )  # fmt: skip
-            print(f"--- {service}\n{logs.stdout}{logs.stderr}", file=sys.stderr)
-        raise
-    finally:
-        subprocess.run([*compose, "down", "--volumes"], env=env, capture_output=True, timeout=300)
-        subprocess.run(["podman", "network", "rm", f"{project}_default"], capture_output=True)
 
 
 if __name__ == "__main__":
