@@ -58,12 +58,11 @@ def server() -> Iterator[str]:
         support.stop_server(process)
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
-    """Headless Chromium from Debian, driven by its own chromedriver; nothing is downloaded."""
+def start_chromium(profile: Path, *extra: str, log_requests: bool = False) -> WebDriver:
+    """Headless Chromium from Debian, driven by its own chromedriver; nothing is downloaded.
+    ``extra`` arguments are added to the common ones (a fake microphone, for instance)."""
     from selenium.webdriver.chrome.service import Service
 
-    profile = tmp_path_factory.mktemp("chromium-profile")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for arg in (
@@ -71,14 +70,20 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
         "--no-first-run", "--disable-quic", "--disable-default-apps", "--mute-audio",
         "--autoplay-policy=no-user-gesture-required", f"--user-data-dir={profile}",
-        "--window-size=1280,800",
+        "--window-size=1280,800", *extra,
     ):  # fmt: skip
         options.add_argument(arg)
-    # The performance log lists every request the page makes: the test checks none leaves.
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    if log_requests:
+        # The performance log lists every request the page makes: the test checks none leaves.
+        options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     with pytest.MonkeyPatch.context() as env:
         env.setenv("SE_OFFLINE", "true")  # Selenium Manager must not look for drivers online
-        driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+        return webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    driver = start_chromium(tmp_path_factory.mktemp("chromium-profile"), log_requests=True)
     try:
         driver.set_script_timeout(30)
         yield driver
