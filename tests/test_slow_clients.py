@@ -148,6 +148,7 @@ def answer_and_end(sock: socket.socket) -> tuple[bytes, bool]:
     return received, True
 
 
+@pytest.mark.serial  # a 1 s answer time, measured alone (make test's second pass)
 def test_others_are_answered_within_1_s_while_64_connections_dribble(service: Service) -> None:
     with httpx.Client(timeout=30) as client:
         assert service.small_request(client).status_code == 200  # warm every path first
@@ -333,6 +334,7 @@ def test_an_upgrade_request_is_handed_over_at_once(labeling: Service) -> None:
         assert _read_response(sock).startswith(b"HTTP/1.1 404 ")
 
 
+@pytest.mark.serial  # a 1 s answer time, measured alone (make test's second pass)
 def test_clients_that_never_close_their_side_stall_nobody(service: Service) -> None:
     """20 requests asking for 'Connection: close' whose clients neither read nor close: the
     server closes each without waiting for them (gthread waited up to 2 s for each in the

@@ -12,7 +12,8 @@ import pytest
 from bench import accuracy_gate
 from extractor.asr.speakers import speakers_available
 
-pytestmark = pytest.mark.slow
+# serial: the gate runs the engines over the held-out sets alone (make test's second pass).
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 SPEAKER_FIGURES = ("talk_", "call_words", "call_time", "call_speakers")
 
 

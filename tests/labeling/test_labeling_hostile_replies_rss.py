@@ -66,6 +66,7 @@ def wait_job(client: Client, job_id: str, timeout: float = 180) -> dict[str, Any
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # the server's RSS, measured alone (make test's second pass)
 def test_hostile_replies_cost_the_serving_process_under_150_mb_each(
     tmp_path: Path, processes: list[ServiceProcess]
 ) -> None:
@@ -165,6 +166,7 @@ def one_label_per_line(request: Received) -> Reply:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # the server's RSS, measured alone (make test's second pass)
 def test_a_104_kb_upload_mapped_to_500_documents_costs_under_150_mb(
     tmp_path: Path, processes: list[ServiceProcess]
 ) -> None:

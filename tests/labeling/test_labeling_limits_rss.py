@@ -66,6 +66,7 @@ def status_of(response: httpx.Response, status: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # the server's RSS, measured alone (make test's second pass)
 def test_refusing_the_attacks_keeps_the_server_under_100_mb_more(
     tmp_path: Path, processes: list[ServiceProcess]
 ) -> None:

@@ -97,6 +97,7 @@ def answered(result: Any) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # the server's RSS, measured alone (make test's second pass)
 def test_introspection_and_document_attacks_keep_the_server_small_and_others_served(
     tmp_path: Path, processes: list[ServiceProcess], database_url: str, backend: str
 ) -> None:

@@ -49,6 +49,7 @@ def ws_url(url: str) -> str:
     return url.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
 
 
+@pytest.mark.serial  # the workers' RSS, measured alone (make test's second pass)
 def test_ten_minutes_sent_in_seconds_stay_bounded(server: tuple[str, int]) -> None:
     url, master = server
     with connect(ws_url(url), open_timeout=60) as warm:  # the decoder loads on a first session
