@@ -24,8 +24,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     process-wide, so the in-process OCR engine falls back to the CLI once torch is loaded (as
     it should in a server, where Tesseract loads first). The tests that check the library path
     must run before any test has imported torch here.
+
+    Among the rest, the `slow` tests come first: under xdist (make test's parallel pass) the
+    longest ones (the benchmark smoke run takes minutes) then start at once, and the many short
+    ones fill the workers at the end instead of waiting for a long one started last.
     """
-    items.sort(key=lambda item: item.get_closest_marker("torch") is not None)
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("torch") is not None,
+            item.get_closest_marker("slow") is None,
+        )
+    )
 
 
 # One cluster per session, shared by the labeling and job-queue tests (PostgreSQL halves).

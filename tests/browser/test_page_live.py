@@ -37,6 +37,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
         driver.quit()
 
 
+@pytest.mark.serial  # live speech ends its turn in real time: run alone (make test's second pass)
 def test_the_microphone_button_shows_words_as_they_are_spoken(
     browser: WebDriver,
     server: str,  # noqa: F811

@@ -129,6 +129,8 @@ numbers = st.one_of(
 
 
 @pytest.mark.slow
+# 300 PDFs rendered: 135 s alone on a loaded machine, past 300 s beside two other workers.
+@pytest.mark.timeout(900)
 @settings(FUZZ, max_examples=300)
 @given(
     box=st.lists(numbers, min_size=0, max_size=5).map(" ".join),
