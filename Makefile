@@ -58,7 +58,7 @@ typecheck:
 # accuracy gate, the reply-time limits), which other workers' load would skew, and the `torch`
 # ones, which load torch into the test process and so run after everything else there.
 # Both passes always run; the target fails if either does (exit 5, nothing selected, is fine).
-# Measured (clean clone, 2 cores): the one serial pass took 21 min 54 s; see README "Tests".
+# Before the split one serial pass took 21 min 54 s (clean clone, 2 cores); README "Development".
 TEST_WORKERS ?= 3
 PARALLEL_MARKERS := not serial and not torch
 test: install-dev lint typecheck
