@@ -249,6 +249,7 @@ def test_the_renderer_imports_only_what_it_needs(text_pdf: Path, tmp_path: Path)
     assert heavy == set() and ours == set()
 
 
+@pytest.mark.serial  # a 0.3 s page timeout and a 3 s bound: run alone (make test's second pass)
 def test_a_slow_page_stops_at_the_page_timeout(heavy_pdf: Path, tmp_path: Path) -> None:
     fds = open_fds()
     started = time.monotonic()
@@ -265,6 +266,7 @@ def test_a_slow_page_stops_at_the_page_timeout(heavy_pdf: Path, tmp_path: Path) 
     assert renderers() == [] and open_fds() == fds
 
 
+@pytest.mark.serial  # a 0.3 s page timeout: run alone (make test's second pass)
 def test_a_slow_page_is_a_504_and_leaves_no_files_nor_process(
     make_app: Callable[..., Flask], heavy_pdf: Path
 ) -> None:
