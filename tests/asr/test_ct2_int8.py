@@ -67,17 +67,12 @@ def test_the_copy_is_written_once_and_loads_the_same_model(
 
 def test_loading_the_copy_peaks_far_lower(int8_dir: Path) -> None:
     """Measured: 174 MB above the process for the float16 model, 71 MB for the copy."""
-    peaks = [
-        int(
-            subprocess.run(
-                [sys.executable, "-c", LOAD_PEAK, str(path)],
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-        )  # fmt: skip
+    command = [sys.executable, "-c", LOAD_PEAK]
+    runs = [
+        subprocess.run([*command, str(path)], check=True, capture_output=True, text=True)
         for path in (bundled_model_dir(), int8_dir)
     ]
+    peaks = [int(run.stdout) for run in runs]
     assert peaks[1] <= peaks[0] - 60, peaks
 
 
