@@ -227,6 +227,7 @@ class TranscriptionStream:
         return response
 
     def _extract(self, cleanup: ExitStack) -> None:
+        outcome = "finished"
         with cleanup:  # the workspace goes once the engine is done with it
             try:
                 on_segment = self.feed.segment if self.feed.progressive else None
@@ -235,15 +236,22 @@ class TranscriptionStream:
                     self.timings, cancel=self.cancel, on_segment=on_segment,
                 )  # fmt: skip
                 self.feed.finish(document)
-            except ClientGone:
-                pass
             except ExtractorError as error:
+                outcome = error.code
                 self._fail(error)
             except Exception:
+                outcome = "failed"
                 log.exception(
                     "streamed transcription failed", extra={"request_id": self.request_id}
                 )
                 self._fail(EngineFailure("the transcription failed; see the server log"))
+        if self.feed.gone.is_set() and outcome != "finished":
+            outcome = "stopped: client gone"
+        log.info(
+            "streamed transcription ended",
+            extra={"request_id": self.request_id, "outcome": outcome,
+                   "total_s": round(time.monotonic() - self.started, 3)},
+        )  # fmt: skip
 
     def _fail(self, error: ExtractorError) -> None:
         with suppress(ClientGone):
