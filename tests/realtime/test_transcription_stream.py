@@ -21,10 +21,9 @@ import pytest
 from realtime_support import FIRST, SECOND
 from support import start_server, stop_server
 
-from extractor.samples import repeat_speech, speech_wav
+from extractor.samples import repeat_speech, speech_wav, two_speaker_stereo
 from extractor.samples.prose import APACHE_DEFINITIONS
 
-pytestmark = pytest.mark.slow
 ROUTE = "/v1/audio/transcriptions"
 GENEROUS = 300  # seconds: a bound for a busy machine, never a figure
 
@@ -100,6 +99,7 @@ def test_streamed_text_equals_the_reply(server: str) -> None:
     assert events[-1].usage.seconds > 3  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_a_minute_streams_as_it_is_decoded(server: str, minute: bytes) -> None:
     """On a minute of speech the first delta comes while the engine still works (its slot
     held), well before ``done``; the deltas joined are the plain reply's text exactly."""
@@ -124,6 +124,22 @@ def test_a_minute_streams_as_it_is_decoded(server: str, minute: bytes) -> None:
     assert len(text.split()) > 100  # a minute of speech, heard
 
 
+def test_speaker_lines_come_at_the_end_and_equal_the_reply(server: str) -> None:
+    """speakers=channels: lines are ordered by time across both channels once both are
+    heard, so their deltas come at the end; joined they still equal the plain reply."""
+    wav = two_speaker_stereo(FIRST, SECOND)
+    form = {"model": "whisper-1", "speakers": "channels"}
+    plain = httpx.post(server + ROUTE, files={"file": ("a.wav", wav)}, data=form,
+                       timeout=GENEROUS)  # fmt: skip
+    assert plain.status_code == 200, plain.text
+    seen = [event for _at, event in events(server, wav, speakers="channels")]
+    assert [e["type"] for e in seen][-1] == "transcript.text.done"
+    deltas = "".join(e["delta"] for e in seen if e["type"] == "transcript.text.delta")
+    assert deltas == seen[-1]["text"] == plain.json()["text"]
+    assert len(seen) >= 3  # one delta per line: a line of each speaker
+
+
+@pytest.mark.slow
 def test_a_client_that_leaves_stops_the_transcription(
     server: str, scratch: Path, server_log: Path
 ) -> None:
@@ -174,6 +190,7 @@ def test_stream_needs_a_text_format(server: str) -> None:
     assert reply.json()["error"]["param"] == "stream"
 
 
+@pytest.mark.slow
 def test_the_request_timeout_ends_a_stream_with_an_error_event(tmp_path: Path) -> None:
     """Ten minutes of speech against a 20 s request timeout: deltas, then one ``error`` event
     (OpenAI's error document, code engine_timeout) and no ``done``; the official client raises
