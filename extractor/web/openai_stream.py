@@ -48,6 +48,7 @@ from typing import Any
 
 from flask import Response
 
+from extractor import metrics
 from extractor.asr import TranscribeOptions, Transcript, TranscriptSegment
 from extractor.errors import EngineFailure, EngineTimeout, ExtractorError
 from extractor.media.sniff import Sniffed
@@ -158,6 +159,15 @@ class TranscriptFeed:
         cancel.set()
 
 
+def count(document: Document, timings: Timings) -> None:
+    """The metrics a plain reply's request counts once answered (``metrics_view``), counted
+    when a stream's transcription ends: its reply was answered before the engine started."""
+    if "engine" in timings.stages:
+        metrics.ENGINE_SECONDS.labels("audio").observe(timings.stages["engine"])
+    if document.duration_ms:
+        metrics.AUDIO_SECONDS.inc(document.duration_ms / 1000)
+
+
 def client_gone(sock: Any) -> bool:
     """Whether the peer of ``sock`` closed the connection (or reset it). The request's body was
     read whole before the app ran, so a readable socket with nothing to read means the end."""
@@ -235,6 +245,7 @@ class TranscriptionStream:
                     self.path, self.name, self.sniffed, self.workdir, self.request,
                     self.timings, cancel=self.cancel, on_segment=on_segment,
                 )  # fmt: skip
+                count(document, self.timings)
                 self.feed.finish(document)
             except ExtractorError as error:
                 outcome = error.code

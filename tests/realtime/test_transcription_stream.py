@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,6 +77,12 @@ def engines_busy(url: str) -> float:
     return float(match.group(1))
 
 
+def audio_seconds(url: str) -> float:
+    text = httpx.get(url + "/metrics", timeout=30).text
+    match = re.search(r"^extractor_audio_seconds_total (\S+)$", text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
 def wait_idle(url: str) -> None:
     deadline = time.monotonic() + GENEROUS
     while engines_busy(url) > 0:
@@ -107,6 +114,7 @@ def test_a_minute_streams_as_it_is_decoded(server: str, minute: bytes) -> None:
                        data={"model": "whisper-1"}, timeout=GENEROUS)  # fmt: skip
     assert plain.status_code == 200
     wait_idle(server)
+    counted = audio_seconds(server)
     deltas: list[tuple[float, str]] = []
     busy_at_first = None
     for at, event in events(server, minute):
@@ -122,6 +130,8 @@ def test_a_minute_streams_as_it_is_decoded(server: str, minute: bytes) -> None:
     assert deltas[0][0] < done_at
     assert "".join(d for _at, d in deltas) == text == plain.json()["text"]
     assert len(text.split()) > 100  # a minute of speech, heard
+    wait_idle(server)
+    assert audio_seconds(server) - counted == pytest.approx(60, abs=1)  # counted as a reply's
 
 
 def test_speaker_lines_come_at_the_end_and_equal_the_reply(server: str) -> None:
@@ -162,6 +172,40 @@ def test_a_client_that_leaves_stops_the_transcription(
     reply = httpx.post(server + ROUTE, files={"file": ("a.wav", speech_wav(FIRST))},
                        data={"model": "whisper-1"}, timeout=GENEROUS)  # fmt: skip
     assert reply.status_code == 200 and "fox" in reply.json()["text"].lower()
+
+
+@pytest.mark.slow
+def test_a_client_that_leaves_before_the_first_event_stops_it(
+    server: str, scratch: Path, server_log: Path
+) -> None:
+    """A client that sends ten minutes and hangs up while the server is still reading them
+    (the VAD runs over the whole recording before the first window is decoded): stopped too."""
+    wav = repeat_speech(APACHE_DEFINITIONS.replace("\n", " "), 600)
+    wait_idle(server)
+    before = len(_log_records(server_log, "streamed transcription ended"))
+    body, boundary = _multipart(wav, {"model": "whisper-1", "stream": "true"})
+    port = int(server.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(
+            f"POST {ROUTE} HTTP/1.1\r\nHost: s\r\nContent-Length: {len(body)}\r\n"
+            f"Content-Type: multipart/form-data; boundary={boundary}\r\n\r\n".encode()
+            + body
+        )
+        deadline = time.monotonic() + GENEROUS
+        while engines_busy(server) == 0:  # received whole, and queued or running
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    wait_idle(server)
+    deadline = time.monotonic() + GENEROUS
+    while len(ended := _log_records(server_log, "streamed transcription ended")) == before:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert ended[-1]["outcome"] == "stopped: client gone"
+    workspaces = [p for p in scratch.iterdir() if re.fullmatch(r"extractor-\d+-\d+", p.name)]
+    assert workspaces == []
+    gone = [r for r in _log_records(server_log, "transcription stream ended")
+            if r["outcome"] == "client gone" and r["events"] == 0]  # fmt: skip
+    assert gone, "the request thread did not see its client leave"
 
 
 def test_errors_before_the_first_event_are_json_replies(server: str) -> None:
@@ -228,3 +272,18 @@ def _log_records(path: Path, message: str) -> list[dict[str, Any]]:
         if isinstance(record, dict) and record.get("event") == message:
             records.append(record)
     return records
+
+
+def _multipart(data: bytes, fields: dict[str, str]) -> tuple[bytes, str]:
+    boundary = "stream-test-boundary"
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+        for k, v in fields.items()
+    ]
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n'
+        "Content-Type: audio/wav\r\n\r\n".encode()
+        + data
+        + b"\r\n"
+    )
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), boundary
