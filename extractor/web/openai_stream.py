@@ -18,9 +18,11 @@ How the events get out while the engine works:
   ``engine_timeout``), and no ``done``; OpenAI's SDKs raise ``APIError`` on it, as they do on
   OpenAI's own failed streams.
 - A client that goes away stops the transcription: the request thread looks at the socket while
-  it waits for the next event (the peer's close is seen within ``POLL_SECONDS``), and gunicorn
-  closes the event iterator when a write fails; either sets the extraction's ``cancel``, the
-  engine stops after the segment it is decoding, its slot is free and the workspace goes.
+  it waits for the next event (the peer's close is seen within ``POLL_SECONDS``; a client that
+  shuts its sending side after the request counts as gone, as nginx takes it by default), and
+  gunicorn closes the event iterator when a write fails; either sets the extraction's
+  ``cancel``, the engine stops after the window it is decoding, its slot is free and the
+  workspace goes.
 - The worker's send deadline (``server.reply_deadline``) counts only the time spent sending, so
   a stream that takes minutes to produce is not cut while its client keeps reading.
 
