@@ -152,6 +152,8 @@ class FasterWhisperEngine:
                 out.append(
                     TranscriptSegment(segment.start, segment.end, segment.text, words, detail)
                 )
+                if options.on_segment is not None:
+                    options.on_segment(out[-1])
         except (RuntimeError, ValueError) as exc:
             raise EngineFailure(f"faster-whisper failed: {exc}") from exc
         finally:
