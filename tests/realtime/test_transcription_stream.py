@@ -236,14 +236,14 @@ def test_stream_needs_a_text_format(server: str) -> None:
 
 @pytest.mark.slow
 def test_the_request_timeout_ends_a_stream_with_an_error_event(tmp_path: Path) -> None:
-    """Ten minutes of speech against a 20 s request timeout: deltas, then one ``error`` event
-    (OpenAI's error document, code engine_timeout) and no ``done``; the official client raises
-    APIError on it. A 20 s timeout leaves a busy machine room for the first delta (~2-4 s
-    here) and is far from the ~40 s the whole would take."""
+    """Fifteen minutes of speech against a 12 s request timeout: deltas, then one ``error``
+    event (OpenAI's error document, code engine_timeout) and no ``done``; the official client
+    raises APIError on it. 12 s leaves a busy machine room for the first delta (~2.5 s idle
+    here) and is far from the ~40 s the whole takes idle (ten minutes: 26 s)."""
     from openai import APIError, OpenAI
 
-    wav = repeat_speech(APACHE_DEFINITIONS.replace("\n", " "), 600)
-    url, process = start_server("--workers", "1", env={"EXTRACTOR_REQUEST_TIMEOUT": "20"})
+    wav = repeat_speech(APACHE_DEFINITIONS.replace("\n", " "), 900)
+    url, process = start_server("--workers", "1", env={"EXTRACTOR_REQUEST_TIMEOUT": "12"})
     try:
         seen = list(events(url, wav))
         kinds = [event["type"] for _at, event in seen]
