@@ -88,7 +88,9 @@ class EngineSettings(SettingsBase):
         "engines",
         "Loaded Tesseract instances a worker keeps between pages (15-30 MB each for eng); the"
         " least recently used language set is dropped first. One more saves a multi-page"
-        " document or a second language set ~50 ms of model loading.",
+        " document or a second language set ~50 ms of model loading. A transcription unloads"
+        " the idle ones first (Whisper's encoder needs ~85 MB, which must not stand on them),"
+        " so the first page after one loads its model again.",
         at_least=0,
     )
     # -- speech ---------------------------------------------------------------------------

@@ -371,6 +371,11 @@ class Extractor:
         cancelled request stops at the next window either way.
         """
         self.speech.load()  # a no-op once loaded at worker start
+        # Whisper's encoder takes ~85 MB above the worker for each 30 s window (the attention of
+        # 1500 positions); the idle Tesseract API's ~10 MB goes first, so that the peak stays
+        # within 300 MB (bench/memory.md). The next page reloads it (~50 ms).
+        self.ocr.release_idle()
+        trim_heap()
         total = track.windows[-1][1] / SAMPLE_RATE
         if joins_speech(self.speech, options):
 
