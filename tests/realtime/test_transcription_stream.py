@@ -134,6 +134,19 @@ def test_a_minute_streams_as_it_is_decoded(server: str, minute: bytes) -> None:
     assert audio_seconds(server) - counted == pytest.approx(60, abs=1)  # counted as a reply's
 
 
+def test_word_timed_lines_stream_the_same_text(server: str) -> None:
+    """words=on makes lines of the engine's words rather than its segment text: the deltas
+    are made the same way."""
+    wav = speech_wav(f"{FIRST} {SECOND}")
+    form = {"model": "whisper-1", "words": "on"}
+    plain = httpx.post(server + ROUTE, files={"file": ("a.wav", wav)}, data=form,
+                       timeout=GENEROUS)  # fmt: skip
+    assert plain.status_code == 200, plain.text
+    seen = [event for _at, event in events(server, wav, words="on")]
+    deltas = "".join(e["delta"] for e in seen if e["type"] == "transcript.text.delta")
+    assert deltas == seen[-1]["text"] == plain.json()["text"]
+
+
 def test_speaker_lines_come_at_the_end_and_equal_the_reply(server: str) -> None:
     """speakers=channels: lines are ordered by time across both channels once both are
     heard, so their deltas come at the end; joined they still equal the plain reply."""
