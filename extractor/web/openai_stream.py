@@ -224,7 +224,11 @@ class TranscriptionStream:
         once the first event is there: an error then is raised as the plain reply's would be."""
         worker = threading.Thread(target=self._extract, args=(cleanup,), name="transcript-stream",
                                   daemon=True)  # fmt: skip
-        worker.start()
+        try:
+            worker.start()
+        except BaseException:  # no thread (RuntimeError: can't start new thread): nobody owns it
+            cleanup.close()
+            raise
         first = self.feed.next(self.sock)
         if first is None or isinstance(first, Failed):
             self.feed.leave(self.cancel)
