@@ -134,6 +134,19 @@ def test_a_minute_streams_as_it_is_decoded(server: str, minute: bytes) -> None:
     assert audio_seconds(server) - counted == pytest.approx(60, abs=1)  # counted as a reply's
 
 
+def test_word_timed_lines_stream_the_same_text(server: str) -> None:
+    """words=on makes lines of the engine's words rather than its segment text: the deltas
+    are made the same way."""
+    wav = speech_wav(f"{FIRST} {SECOND}")
+    form = {"model": "whisper-1", "words": "on"}
+    plain = httpx.post(server + ROUTE, files={"file": ("a.wav", wav)}, data=form,
+                       timeout=GENEROUS)  # fmt: skip
+    assert plain.status_code == 200, plain.text
+    seen = [event for _at, event in events(server, wav, words="on")]
+    deltas = "".join(e["delta"] for e in seen if e["type"] == "transcript.text.delta")
+    assert deltas == seen[-1]["text"] == plain.json()["text"]
+
+
 def test_speaker_lines_come_at_the_end_and_equal_the_reply(server: str) -> None:
     """speakers=channels: lines are ordered by time across both channels once both are
     heard, so their deltas come at the end; joined they still equal the plain reply."""
@@ -236,14 +249,14 @@ def test_stream_needs_a_text_format(server: str) -> None:
 
 @pytest.mark.slow
 def test_the_request_timeout_ends_a_stream_with_an_error_event(tmp_path: Path) -> None:
-    """Ten minutes of speech against a 20 s request timeout: deltas, then one ``error`` event
-    (OpenAI's error document, code engine_timeout) and no ``done``; the official client raises
-    APIError on it. A 20 s timeout leaves a busy machine room for the first delta (~2-4 s
-    here) and is far from the ~40 s the whole would take."""
+    """Fifteen minutes of speech against a 12 s request timeout: deltas, then one ``error``
+    event (OpenAI's error document, code engine_timeout) and no ``done``; the official client
+    raises APIError on it. 12 s leaves a busy machine room for the first delta (~2.5 s idle
+    here) and is far from the ~40 s the whole takes idle (ten minutes: 26 s)."""
     from openai import APIError, OpenAI
 
-    wav = repeat_speech(APACHE_DEFINITIONS.replace("\n", " "), 600)
-    url, process = start_server("--workers", "1", env={"EXTRACTOR_REQUEST_TIMEOUT": "20"})
+    wav = repeat_speech(APACHE_DEFINITIONS.replace("\n", " "), 900)
+    url, process = start_server("--workers", "1", env={"EXTRACTOR_REQUEST_TIMEOUT": "12"})
     try:
         seen = list(events(url, wav))
         kinds = [event["type"] for _at, event in seen]
