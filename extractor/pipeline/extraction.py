@@ -119,13 +119,16 @@ class Extractor:
         timeout: float | None = None,
         gated: bool = True,
         cancel: threading.Event | None = None,
+        on_segment: Callable[[TranscriptSegment], None] | None = None,
     ) -> Document:
         """Turn the file at ``path`` into a Document within the request timeout.
 
         An asynchronous job passes ``progress`` (told the pages or seconds of audio done of
         the total as they are done; raising there stops the extraction between pages or audio
         windows), its own ``timeout`` and ``gated=False``: it runs on the caller's thread,
-        outside the gate whose slots are the synchronous requests'.
+        outside the gate whose slots are the synchronous requests'. A streamed transcription
+        passes ``on_segment``, told each speech segment as the engine decodes it, and sets
+        ``cancel`` when its client goes away.
         """
         options = options or ExtractionRequest()
         timings = timings or Timings()
@@ -135,8 +138,12 @@ class Extractor:
         report = progress or no_progress
 
         def job() -> Document:
+            if cancel.is_set():  # cancelled while it queued for a slot
+                raise EngineTimeout("the extraction was cancelled before it started")
             if sniffed.kind is MediaKind.AUDIO:
-                return self._audio(path, name, workdir, options, timings, cancel, report)
+                return self._audio(
+                    path, name, workdir, options, timings, cancel, report, on_segment
+                )
             return self._ocr(path, name, sniffed, workdir, deadline, timings, options, report)
 
         with timings.stage("queue+work"):
@@ -303,6 +310,7 @@ class Extractor:
     def _audio(
         self, path: Path, name: str, workdir: Path, options: ExtractionRequest, timings: Timings,
         cancel: threading.Event, progress: Progress,
+        on_segment: Callable[[TranscriptSegment], None] | None = None,
     ) -> Document:  # fmt: skip
         by_channel = options.speakers == "channels"
         if options.speakers == "auto":
@@ -340,6 +348,7 @@ class Extractor:
             prompt=options.prompt,
             temperature=options.temperature,
             cancel=cancel,
+            on_segment=on_segment,
         )
         lines: list[Line] = []
         with timings.stage("engine"):
@@ -400,6 +409,11 @@ class Extractor:
         cancelled request stops at the next window either way.
         """
         self.speech.load()  # a no-op once loaded at worker start
+        # Whisper's encoder takes ~85 MB above the worker for each 30 s window (the attention of
+        # 1500 positions); the idle Tesseract API's ~10 MB goes first, so that the peak stays
+        # within 300 MB (bench/memory.md). The next page reloads it (~50 ms).
+        self.ocr.release_idle()
+        trim_heap()
         total = track.windows[-1][1] / SAMPLE_RATE
         if joins_speech(self.speech, options):
 
