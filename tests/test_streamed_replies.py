@@ -75,18 +75,20 @@ def test_the_pieces_join_into_the_whole_renderings(tmp_path: Path, validator: An
     lines = spooled(tmp_path, by_page)
     assert len(lines) == PIECE_LINES + 8 and list(lines) == [x for p in by_page for x in p]
     assert lines[PIECE_LINES + 7] == by_page[2][4] and lines == tuple(lines)
+    talk = tuple(
+        Line(
+            (Word("hé", start_ms=n, end_ms=n + 5), Word("you", start_ms=n + 5, end_ms=n + 9)),
+            start_ms=n,
+            end_ms=n + 9,
+            speaker=f"Speaker {n % 2 + 1}",
+            word_timings=bool(n % 3),
+        )
+        for n in range(2 * PIECE_LINES + 1)
+    )
     documents = [
         Document("scan ü.pdf", DocumentKind.OCR, lines, pages),
         Document("blank.tiff", DocumentKind.OCR, spooled(tmp_path, [[], []]), pages[:2]),
-        Document(
-            "talk.wav", DocumentKind.AUDIO, language="en", duration_ms=9000,
-            lines=tuple(
-                Line((Word("hé", start_ms=n, end_ms=n + 5), Word("you", start_ms=n + 5,
-                     end_ms=n + 9)), start_ms=n, end_ms=n + 9, speaker=f"Speaker {n % 2 + 1}",
-                     word_timings=bool(n % 3))
-                for n in range(2 * PIECE_LINES + 1)
-            ),
-        ),  # fmt: skip
+        Document("talk.wav", DocumentKind.AUDIO, talk, language="en", duration_ms=9000),
     ]
     for document in documents:
         checked: list[Any] = []
@@ -163,9 +165,7 @@ def test_over_gunicorn_the_stream_is_whole_and_a_client_leaving_leaks_nothing(
 
         # A client that reads the head of its reply and goes away (a reset, mid-body).
         request = httpx.Request("POST", url + "/extract", files=files)
-        head = b"".join(
-            f"{k}: {v}\r\n".encode() for k, v in request.headers.items() if k != "host"
-        )
+        head = b"".join(f"{k}: {v}\r\n".encode() for k, v in request.headers.items() if k != "host")
         leaving = socket.socket()
         leaving.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         leaving.connect(server_address(url))
