@@ -232,11 +232,9 @@ class Settings(JobSettings, EngineSettings):
         above=0,
     )
     realtime_beam_size: int = setting(
-        5,
+        1,
         "beams",
-        "Beam size of a live turn's decodes (1: greedy, about 2/3 of the CPU; it sent words"
-        " tiny.en guesses wrong from a few seconds of audio: WER 14% against 4% with 5 on"
-        " the LibriVox tuning set, bench/realtime.md).",
+        "Beam size of a live turn's decodes (1: greedy, the fastest).",
         at_least=1,
     )
     realtime_min_window_seconds: float = setting(

@@ -14,8 +14,8 @@ class DecodePolicy:
     ``partial_beam``; a finished window with ``final_beam``."""
 
     step_seconds: float = 0.5
-    partial_beam: int = 5  # beam 5, not greedy: bench/realtime.md (WER 14% -> 4% on LibriVox)
-    final_beam: int = 5
+    partial_beam: int = 1
+    final_beam: int = 1
     agreement: int = 2  # consecutive hypotheses that must agree on a word (LocalAgreement-n)
     hold_back: int = 0  # last words of a hypothesis it never confirms
 
