@@ -281,6 +281,14 @@ class WarmPool:
             with self._lock:
                 self._idle.setdefault(key, []).append(fresh)
 
+    def release_idle(self) -> None:
+        """End every idle API (pages being read keep theirs); the next page loads one again."""
+        with self._lock:
+            ended = [api for apis in self._idle.values() for api in apis]
+            self._idle.clear()
+        for api in ended:
+            api.close()
+
     def idle_keys(self) -> list[tuple[str, int | None]]:
         """The (languages, psm) of every idle API, least recently used first."""
         with self._lock:
