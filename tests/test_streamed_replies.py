@@ -39,6 +39,7 @@ from extractor.replies.importable import (
     Word,
     to_text,
 )
+from extractor.replies.schemas import importable_validator
 from extractor.replies.spool import PageSpool, SpooledLines
 from extractor.replies.streamed import PIECE_LINES, write_importable, write_text
 
@@ -187,3 +188,60 @@ def test_over_gunicorn_the_stream_is_whole_and_a_client_leaving_leaks_nothing(
 def server_address(url: str) -> tuple[str, int]:
     host, port = url.removeprefix("http://").split(":")
     return host, int(port)
+
+
+def dense_page(page: int) -> list[Line]:
+    """A dense 300 dpi page's worth of results: 64 lines of 12 boxed words (~770 words)."""
+    return [
+        Line(
+            tuple(
+                Word(
+                    f"w{page}x{n}y{k}",
+                    BoundingBox(150 + 40 * k, 150 + 40 * n, 185 + 40 * k, 180 + 40 * n),
+                    confidence=90.0 + k / 7,
+                )
+                for k in range(12)
+            ),
+            page_index=page,
+            block=1,
+            paragraph=1 + n // 8,
+        )
+        for n in range(64)
+    ]
+
+
+def reply_peak(tmp_path: Path, pages: int) -> tuple[float, int]:
+    """Python's peak allocation (MB) while a ``pages``-page document's lines are spooled a page
+    at a time and its JSON reply is written from them, and the reply's size."""
+    import tracemalloc
+
+    folder = tmp_path / f"{pages}"
+    folder.mkdir()
+    validate = importable_validator().validate
+    tracemalloc.start()
+    try:
+        spool = PageSpool(folder / "lines.spool")
+        for page in range(pages):
+            spool.add(dense_page(page))
+        size = (2480, 3508)
+        document = Document(
+            "dense.pdf", DocumentKind.OCR, spool.close(),
+            tuple(Page(n, *size) for n in range(pages)),
+        )  # fmt: skip
+        with (folder / "reply").open("w", encoding="utf-8", newline="") as out:
+            write_importable(document, out, folder / "labels.spool", validate)
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak / 2**20, (folder / "reply").stat().st_size
+
+
+def test_the_reply_of_a_long_document_takes_memory_flat_in_its_pages(tmp_path: Path) -> None:
+    """6 and 18 dense pages: the same peak within 1.5 MB (a piece of ``PIECE_LINES`` lines is
+    at most ~1 MB), while the reply grows threefold; the whole rendering held ~1 MB more per
+    such page (``python -m bench.flat``: a 100-page PDF took a worker to 386 MB that way)."""
+    few, few_bytes = reply_peak(tmp_path, 6)
+    many, many_bytes = reply_peak(tmp_path, 18)
+    assert many_bytes > 2.5 * few_bytes
+    assert many - few < 1.5, f"{few:.1f} MB at 6 pages, {many:.1f} MB at 18"
+    assert many < 8, f"{many:.1f} MB"

@@ -16,6 +16,11 @@ class DecodePolicy:
     step_seconds: float = 0.5
     partial_beam: int = 1
     final_beam: int = 1
+    agreement: int = 2  # consecutive hypotheses that must agree on a word (LocalAgreement-n)
+    hold_back: int = 0  # last words of a hypothesis it never confirms
+
+    def new_agreement(self) -> LocalAgreement:
+        return LocalAgreement(hold_back=self.hold_back, hypotheses=self.agreement)
 
 
 @dataclass

@@ -253,6 +253,7 @@ class Session:
             return
         first = begin if vad is not None else self.buffer_start  # usage: the whole buffer
         self.item = Item(ev.new_id("item"), first, begin, decoded_to=begin)
+        self.item.agreement = self.policy.new_agreement()
         if vad is not None:
             self.emit(
                 ev.server_event(
