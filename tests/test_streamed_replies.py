@@ -41,7 +41,7 @@ from extractor.replies.importable import (
 )
 from extractor.replies.schemas import importable_validator
 from extractor.replies.spool import PageSpool, SpooledLines
-from extractor.replies.streamed import PIECE_LINES, write_importable, write_text
+from extractor.replies.streamed import PIECE_LINES, WRITERS, write_importable, write_text
 
 
 def ocr_lines(page: int, count: int) -> list[Line]:
@@ -99,6 +99,12 @@ def test_the_pieces_join_into_the_whole_renderings(tmp_path: Path, validator: An
         for piece in checked:
             assert not list(validator.iter_errors(piece))
         assert streamed(document, tmp_path, write_text, []) == to_text(document)
+        if document.kind is DocumentKind.OCR:  # the page layouts, from the spool page by page
+            pages_again = tuple(document.lines)
+            in_memory = Document(document.name, document.kind, pages_again, document.pages)
+            for name in ("hocr", "alto", "tsv"):
+                whole = FORMATS[name].render(in_memory)
+                assert streamed(document, tmp_path, WRITERS[name], []) == whole, name
 
 
 def multipage(pages: int) -> bytes:
@@ -128,7 +134,7 @@ def three_pages() -> bytes:
     return multipage(3)
 
 
-@pytest.mark.parametrize("format_name", ["json", "text"])
+@pytest.mark.parametrize("format_name", ["json", "text", "hocr"])
 def test_a_multipage_reply_is_streamed_and_unchanged(
     make_app: Callable[..., Flask], three_pages: bytes, tmp_path: Path, format_name: str
 ) -> None:

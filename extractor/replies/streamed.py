@@ -21,6 +21,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, TextIO
 
+from extractor.replies.formats import alto_pieces, hocr_pieces, tsv_pieces
 from extractor.replies.importable import (
     Document,
     Line,
@@ -88,5 +89,23 @@ def write_text(document: Document, out: TextIO, scratch: Path, validate: Validat
         out.write(text_line(line))
 
 
-# The formats a spooled document is streamed in; any other renders whole from its lines.
-WRITERS: dict[str, Writer] = {"json": write_importable, "text": write_text}
+def _pieces_writer(pieces: Callable[[Document], Iterator[str]]) -> Writer:
+    """A writer of the page-layout formats, whose renderers yield their text a piece at a
+    time, page after page (``formats.hocr_pieces`` and the others)."""
+
+    def write(document: Document, out: TextIO, scratch: Path, validate: Validate | None) -> None:
+        del scratch, validate
+        for piece in pieces(document):
+            out.write(piece)
+
+    return write
+
+
+# The formats a spooled document is streamed in (the subtitle formats are audio's only).
+WRITERS: dict[str, Writer] = {
+    "json": write_importable,
+    "text": write_text,
+    "hocr": _pieces_writer(hocr_pieces),
+    "alto": _pieces_writer(alto_pieces),
+    "tsv": _pieces_writer(tsv_pieces),
+}
