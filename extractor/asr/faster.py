@@ -87,14 +87,10 @@ class FasterWhisperEngine:
         log.info("faster-whisper loaded", extra={"model": self.model_name})
 
     def _model_path(self) -> str:
-        """The model directory to load: for int8, a copy already quantized (``ct2_int8``),
-        whose loading peaks ~100 MB lower than CTranslate2 quantizing a float16 model."""
-        from .ct2_int8 import INT8_TYPES, int8_model_dir
+        """The model directory to load: for int8, a copy already quantized (``ct2_int8``)."""
+        from .ct2_int8 import loadable_model
 
-        local = Path(self.model_name)
-        if self.cache_dir is None or self.compute_type not in INT8_TYPES or not local.is_dir():
-            return self.model_name  # a hub name is downloaded (and quantized) by faster-whisper
-        return str(int8_model_dir(local, self.cache_dir))
+        return loadable_model(self.model_name, self.compute_type, self.cache_dir)
 
     def _warm(self) -> None:
         """Run the decoder and the VAD once, so their buffers and sessions exist before the
