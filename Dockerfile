@@ -86,6 +86,7 @@ RUN /opt/extractor/bin/pip install --no-deps . \
         PIL.Image, psycopg, pypdfium2, tokenizers, faster_whisper, extractor.web.app, \
         extractor.labeling.app" \
  && mkdir -p /var/cache/extractor \
+ && /opt/extractor/bin/python -c "from pathlib import Path; from extractor.asr.ct2_int8 import int8_model_dir; from extractor.asr.faster import bundled_model_dir; int8_model_dir(bundled_model_dir(), Path('/var/cache/extractor'))" \
  && if [ "$ENGINES" = openai ]; then \
         /opt/extractor/bin/python -c "from pathlib import Path; from extractor.asr.ct2_convert import cached_openai_checkpoint; from extractor.asr.faster import bundled_model_dir; cached_openai_checkpoint(bundled_model_dir(), Path('/var/cache/extractor'))"; \
     fi

@@ -926,11 +926,14 @@ def main(argv: list[str] | None = None) -> int:
             inputs = make_inputs(work / "inputs", quick=args.quick)
         bench = Bench(plan, inputs, work, report)
         try:
+            # What depends on free cores first, while the machine is as quiet as the run will
+            # have it; the peaks (VmHWM, which load does not move) after.
             bench.default_server(args.samples)
-            bench.input_peaks(quick=args.quick)
-            bench.flat()
             bench.scaling()
             bench.queue_bound()
+            log.info("timing sections done; memory sections follow (load does not move them)")
+            bench.input_peaks(quick=args.quick)
+            bench.flat()
             if not args.skip_openai:
                 bench.openai()
         except Exception as exc:

@@ -77,12 +77,12 @@ def _extract(args: argparse.Namespace) -> int:
     try:
         with workspace(settings) as workdir:
             reply = extract_reply(extractor, path, path.name, workdir, wanted, json_indent=2)
+            sys.stdout.write(reply.text())  # a long document's is a file in workdir
     except ExtractorError as exc:
         print(json.dumps(exc.to_json()), file=sys.stderr)
         return 1
     finally:
         extractor.close()
-    sys.stdout.write(reply.body)
     return 0
 
 

@@ -360,3 +360,17 @@ def test_the_warm_api_is_renewed_after_a_document_not_after_an_image(make_app: A
     (after,) = [api for apis in pool._idle.values() for api in apis]
     assert after is not before
     assert post_file(client, image, "one.png").status_code == 200  # and it reads as well
+
+
+def test_a_transcription_unloads_the_idle_warm_api_first(make_app: Any, speech_wav: bytes) -> None:
+    """Whisper's encoder needs ~85 MB above the worker: the idle Tesseract API (~10 MB) is
+    unloaded before it runs, so the two never add up; the next page loads one again."""
+    pool = shared_pool()
+    client = make_app().test_client()
+    image = samples.encode_image(samples.text_page(PAGE_ONE).image, "PNG")
+    assert post_file(client, image, "one.png").status_code == 200
+    assert pool.idle_keys() == [("eng", None)]
+    assert post_file(client, speech_wav, "speech.wav").status_code == 200
+    assert pool.idle_keys() == []
+    assert post_file(client, image, "one.png").status_code == 200
+    assert pool.idle_keys() == [("eng", None)]

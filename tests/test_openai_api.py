@@ -223,4 +223,5 @@ def test_openapi_documents_the_endpoint() -> None:
     form = operation["requestBody"]["content"]["multipart/form-data"]["schema"]["properties"]
     assert form["response_format"]["enum"] == list(RENDERINGS)
     assert form["timestamp_granularities[]"]["items"]["enum"] == list(GRANULARITIES)
-    assert {"file", "model", "language", "prompt", "temperature"} <= set(form)
+    assert {"file", "model", "language", "prompt", "temperature", "stream"} <= set(form)
+    assert "text/event-stream" in operation["responses"]["200"]["content"]

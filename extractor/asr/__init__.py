@@ -25,7 +25,9 @@ def _faster(
 
     # One model for all of the worker's engine slots, run by as many CTranslate2 workers
     # (inter_threads): the slots share its weights instead of waiting for one another.
-    return FasterWhisperEngine(model, compute_type=compute_type, threads=threads, parallel=parallel)
+    return FasterWhisperEngine(
+        model, compute_type=compute_type, threads=threads, parallel=parallel, cache_dir=cache_dir
+    )
 
 
 def _openai(

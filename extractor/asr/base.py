@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -47,6 +47,9 @@ class TranscribeOptions:
     prompt: str | None = None  # text that conditions the first window (spelling, names, style)
     temperature: float | None = None  # None or 0: greedy/beam with Whisper's fallback schedule
     cancel: threading.Event | None = field(default=None, compare=False)  # set: stop early
+    # Told each segment as soon as the engine has it (faster-whisper: as each 30 s window is
+    # decoded), times relative to the audio it was given; a streamed reply sends its text on.
+    on_segment: Callable[[TranscriptSegment], None] | None = field(default=None, compare=False)
 
 
 @runtime_checkable

@@ -110,7 +110,7 @@ def _cache_key(ct2_dir: Path) -> str:
 
 
 @contextlib.contextmanager
-def _exclusive_lock(lock_path: Path) -> Iterator[None]:
+def exclusive_lock(lock_path: Path) -> Iterator[None]:
     """Hold an advisory inter-process lock so concurrent workers convert only once."""
     try:
         import fcntl
@@ -137,7 +137,7 @@ def cached_openai_checkpoint(ct2_dir: Path, cache_dir: Path) -> Path:
     if target.is_file():
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with _exclusive_lock(cache_dir / f".{target.name}.lock"):
+    with exclusive_lock(cache_dir / f".{target.name}.lock"):
         if target.is_file():  # Another worker finished while we waited.
             return target
         return convert_ct2_to_openai(ct2_dir, target)

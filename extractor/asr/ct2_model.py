@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import struct
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
@@ -38,6 +39,8 @@ _DTYPES: dict[int, str] = {
     4: "float16",
     5: "bfloat16",
 }
+#: CTranslate2's id of each type name, for writing a model.bin.
+DTYPE_IDS: dict[str, int] = {name: id_ for id_, name in _DTYPES.items()}
 _NUMPY_DTYPES: dict[str, np.dtype[Any]] = {
     "float32": np.dtype("<f4"),
     "int8": np.dtype("i1"),
@@ -46,6 +49,14 @@ _NUMPY_DTYPES: dict[str, np.dtype[Any]] = {
     "float16": np.dtype("<f2"),
     "bfloat16": np.dtype("<u2"),  # raw bits; widened to float32 on use.
 }
+
+
+class Variable(NamedTuple):
+    """One stored variable: its name, its values and CTranslate2's name of their type."""
+
+    name: str
+    value: np.ndarray
+    dtype: str  # a value of _DTYPES ("bfloat16" values are raw uint16 bits)
 
 
 class ModelConversionError(ValueError):
@@ -159,6 +170,63 @@ def _read_str(fh: BinaryIO, what: str) -> str:
         raise ModelConversionError(f"model.bin string for {what} is not UTF-8") from exc
 
 
+@dataclasses.dataclass(frozen=True)
+class CT2Header:
+    """What precedes a ``model.bin``'s variables."""
+
+    binary_version: int
+    spec: str
+    revision: int
+    count: int  # variables that follow
+
+
+def read_header(fh: BinaryIO, model_bin: Path) -> CT2Header:
+    """Read and check the header of ``model_bin`` (open as ``fh``), up to its variables."""
+    version = _read_u(fh, "I", "binary version")
+    if not _MIN_BINARY_VERSION <= version <= _MAX_BINARY_VERSION:
+        raise ModelConversionError(
+            f"{model_bin}: unsupported CTranslate2 binary version {version} "
+            f"(supported: {_MIN_BINARY_VERSION}..{_MAX_BINARY_VERSION}); not a model.bin?"
+        )
+    spec = _read_str(fh, "spec name")
+    revision = _read_u(fh, "I", "spec revision")
+    return CT2Header(version, spec, revision, _read_u(fh, "I", "variable count"))
+
+
+def read_variables(fh: BinaryIO, header: CT2Header, model_bin: Path) -> Iterator[Variable]:
+    """The variables after ``header``, one at a time (a caller keeping none of them holds one
+    variable's bytes at a time, not the whole file)."""
+    for index in range(header.count):
+        name = _read_str(fh, f"name of variable #{index}")
+        rank = _read_u(fh, "B", f"rank of {name}")
+        if rank > _MAX_RANK:
+            raise ModelConversionError(f"{model_bin}: {name!r} has implausible rank {rank}")
+        shape = tuple(_read_u(fh, "I", f"shape of {name}") for _ in range(rank))
+        dtype_id = _read_u(fh, "B", f"dtype of {name}")
+        if dtype_id not in _DTYPES:
+            raise ModelConversionError(f"{model_bin}: {name!r} has unknown dtype id {dtype_id}")
+        dtype = _NUMPY_DTYPES[_DTYPES[dtype_id]]
+        num_bytes = _read_u(fh, "I", f"size of {name}")
+        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if num_bytes != expected:
+            raise ModelConversionError(
+                f"{model_bin}: {name!r} declares {num_bytes} bytes, "
+                f"shape {shape} x {dtype} needs {expected}"
+            )
+        data = _read_exact(fh, num_bytes, f"data of {name}")
+        yield Variable(name, np.frombuffer(data, dtype=dtype).reshape(shape), _DTYPES[dtype_id])
+
+
+def read_aliases(fh: BinaryIO, header: CT2Header) -> dict[str, str]:
+    """The alias table after the variables (binary version 3 and later)."""
+    aliases: dict[str, str] = {}
+    if header.binary_version >= 3:
+        for index in range(_read_u(fh, "I", "alias count")):
+            alias = _read_str(fh, f"alias #{index}")
+            aliases[alias] = _read_str(fh, f"target of alias {alias}")
+    return aliases
+
+
 def read_ct2_model(model_bin: Path) -> CT2Model:
     """Parse a CTranslate2 ``model.bin`` into numpy arrays, validating its framing."""
     model_bin = Path(model_bin)
@@ -167,40 +235,9 @@ def read_ct2_model(model_bin: Path) -> CT2Model:
     except OSError as exc:
         raise ModelConversionError(f"cannot open CTranslate2 model {model_bin}: {exc}") from exc
     with fh:
-        version = _read_u(fh, "I", "binary version")
-        if not _MIN_BINARY_VERSION <= version <= _MAX_BINARY_VERSION:
-            raise ModelConversionError(
-                f"{model_bin}: unsupported CTranslate2 binary version {version} "
-                f"(supported: {_MIN_BINARY_VERSION}..{_MAX_BINARY_VERSION}); not a model.bin?"
-            )
-        spec = _read_str(fh, "spec name")
-        revision = _read_u(fh, "I", "spec revision")
-        count = _read_u(fh, "I", "variable count")
-        variables: dict[str, np.ndarray] = {}
-        for index in range(count):
-            name = _read_str(fh, f"name of variable #{index}")
-            rank = _read_u(fh, "B", f"rank of {name}")
-            if rank > _MAX_RANK:
-                raise ModelConversionError(f"{model_bin}: {name!r} has implausible rank {rank}")
-            shape = tuple(_read_u(fh, "I", f"shape of {name}") for _ in range(rank))
-            dtype_id = _read_u(fh, "B", f"dtype of {name}")
-            if dtype_id not in _DTYPES:
-                raise ModelConversionError(f"{model_bin}: {name!r} has unknown dtype id {dtype_id}")
-            dtype = _NUMPY_DTYPES[_DTYPES[dtype_id]]
-            num_bytes = _read_u(fh, "I", f"size of {name}")
-            expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            if num_bytes != expected:
-                raise ModelConversionError(
-                    f"{model_bin}: {name!r} declares {num_bytes} bytes, "
-                    f"shape {shape} x {dtype} needs {expected}"
-                )
-            data = _read_exact(fh, num_bytes, f"data of {name}")
-            variables[name] = np.frombuffer(data, dtype=dtype).reshape(shape)
-        aliases: dict[str, str] = {}
-        if version >= 3:
-            for index in range(_read_u(fh, "I", "alias count")):
-                alias = _read_str(fh, f"alias #{index}")
-                aliases[alias] = _read_str(fh, f"target of alias {alias}")
+        header = read_header(fh, model_bin)
+        variables = {v.name: v.value for v in read_variables(fh, header, model_bin)}
+        aliases = read_aliases(fh, header)
         if fh.read(1):
             logger.warning("%s has trailing bytes after the alias table; ignoring them", model_bin)
-    return CT2Model(spec, revision, version, variables, aliases)
+    return CT2Model(header.spec, header.revision, header.binary_version, variables, aliases)

@@ -38,12 +38,15 @@ class FasterWhisperEngine:
     joins_speech = True
 
     def __init__(
-        self, model: str | None, *, compute_type: str = "int8", threads: int = 1, parallel: int = 1
-    ) -> None:
+        self, model: str | None, *, compute_type: str = "int8", threads: int = 1, parallel: int = 1,
+        cache_dir: Path | None = None,
+    ) -> None:  # fmt: skip
         self.model_name = model or str(bundled_model_dir())
         self.compute_type = compute_type
         self.threads = threads
         self.parallel = parallel  # transcriptions the one model runs at once (num_workers)
+        # Where an int8 copy of a float model is written once (ct2_int8.py); None: load as is.
+        self.cache_dir = cache_dir
         self._model: Any = None
 
     @property
@@ -66,7 +69,7 @@ class FasterWhisperEngine:
             )
         try:
             self._model = WhisperModel(
-                self.model_name,
+                self._model_path(),
                 device="cpu",
                 compute_type=self.compute_type,
                 cpu_threads=self.threads,
@@ -82,6 +85,12 @@ class FasterWhisperEngine:
         _time_parts()
         self._warm()
         log.info("faster-whisper loaded", extra={"model": self.model_name})
+
+    def _model_path(self) -> str:
+        """The model directory to load: for int8, a copy already quantized (``ct2_int8``)."""
+        from .ct2_int8 import loadable_model
+
+        return loadable_model(self.model_name, self.compute_type, self.cache_dir)
 
     def _warm(self) -> None:
         """Run the decoder and the VAD once, so their buffers and sessions exist before the
@@ -139,6 +148,8 @@ class FasterWhisperEngine:
                 out.append(
                     TranscriptSegment(segment.start, segment.end, segment.text, words, detail)
                 )
+                if options.on_segment is not None:
+                    options.on_segment(out[-1])
         except (RuntimeError, ValueError) as exc:
             raise EngineFailure(f"faster-whisper failed: {exc}") from exc
         finally:

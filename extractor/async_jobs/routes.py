@@ -22,7 +22,7 @@ from extractor.async_jobs.work import ExtractionWork
 from extractor.config import Settings
 from extractor.errors import InvalidParameter, MissingUpload
 from extractor.net.errors import OutboundError
-from extractor.net.guarded import system_resolver
+from extractor.net.resolve import system_resolver
 from extractor.pipeline.negotiate import choose_format
 from extractor.pipeline.reply import check_upload, render, reply_name, workspace
 

@@ -29,17 +29,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import httpx
-
 from extractor.net.errors import OutboundError, OutboundRefused
-from extractor.net.guarded import (
-    GuardedBackend,
-    GuardedTransport,
-    Resolver,
-    call_deadline,
-    request_scheme,
-    system_resolver,
-)
+from extractor.net.resolve import Resolver, call_deadline, request_scheme, system_resolver
 from extractor.net.ssrf import OutboundPolicy
 
 log = logging.getLogger(__name__)
@@ -108,8 +99,15 @@ class WebhookSender:
         resolver: Resolver = system_resolver,
         connections: int = 8,
     ) -> None:
+        # Here, not at the top: httpx and httpcore cost a worker ~4 MB of RSS, and a server
+        # without a webhook secret never sends one.
+        import httpx
+
+        from extractor.net.guarded import GuardedBackend, GuardedTransport
+
         self.secret = secret
         self.timeout = timeout
+        self._timeout = httpx.Timeout(timeout)
         self._backend = GuardedBackend(policy, resolver)
         transport = GuardedTransport(self._backend, httpx.create_ssl_context(), connections)
         self._client = httpx.Client(transport=transport, follow_redirects=False)
@@ -138,7 +136,7 @@ class WebhookSender:
                 target,
                 content=body,
                 headers=headers,
-                timeout=httpx.Timeout(self.timeout),
+                timeout=self._timeout,
             )
             response.close()
         except OutboundRefused as exc:

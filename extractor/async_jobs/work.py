@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 
 from extractor.jobs import JobQueue
 from extractor.pipeline.extraction import Extractor, Timings
@@ -48,7 +49,10 @@ class ExtractionWork:
                     out.write(queue.upload(job_id, position).content)
                     check()
             sniffed = check_upload(path, self.settings, {})
-            return self.extractor.extract(
+            document = self.extractor.extract(
                 path, reply_name(filename), sniffed, workdir, options, Timings(),
                 progress=progress, timeout=seconds, gated=False, cancel=cancel,
             )  # fmt: skip
+            # A long document's lines are spooled in the workspace, which goes now: the job
+            # stores the whole Document (deflated) anyway, so it holds them in memory as before.
+            return replace(document, lines=tuple(document.lines))

@@ -88,7 +88,9 @@ class EngineSettings(SettingsBase):
         "engines",
         "Loaded Tesseract instances a worker keeps between pages (15-30 MB each for eng); the"
         " least recently used language set is dropped first. One more saves a multi-page"
-        " document or a second language set ~50 ms of model loading.",
+        " document or a second language set ~50 ms of model loading. A transcription unloads"
+        " the idle ones first (Whisper's encoder needs ~85 MB, which must not stand on them),"
+        " so the first page after one loads its model again.",
         at_least=0,
     )
     # -- speech ---------------------------------------------------------------------------
@@ -122,8 +124,9 @@ class EngineSettings(SettingsBase):
     cache_dir: str | None = setting(
         None,
         "",
-        "Where derived models (the openai-whisper checkpoint) are cached; default"
-        " $XDG_CACHE_HOME/extractor.",
+        "Where derived models are cached (faster-whisper's model quantized to int8 once, which"
+        " a worker then loads ~100 MB below the peak of quantizing it at each start; the"
+        " openai-whisper checkpoint); default $XDG_CACHE_HOME/extractor.",
     )
     # -- speaker labels (speakers=auto; the extractor[speakers] extra) --------------------
     speakers_max_seconds: float = setting(

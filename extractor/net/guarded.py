@@ -12,38 +12,23 @@ several threads each see their own) around each request they send through a
 from __future__ import annotations
 
 import concurrent.futures
-import contextvars
 import logging
-import socket
 import ssl
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import httpcore
 import httpx
 
 from extractor.net.errors import OutboundRefused
+from extractor.net.resolve import Resolver, call_deadline, request_scheme
+from extractor.net.resolve import system_resolver as system_resolver  # callers' old home of it
 from extractor.net.ssrf import OutboundPolicy, parse_ip
 
 logger = logging.getLogger(__name__)
 
-#: Turns (host, port) into IP address strings; injectable so tests never touch real DNS.
-Resolver = Callable[[str, int], list[str]]
-
 _WRITE_SLICE = 64 * 1024  # bytes per socket write, so the total deadline is re-checked often
-
-# Monotonic time by which the current call must end; set per call, read by every socket
-# operation. A context variable, so concurrent calls from several threads each see their own.
-call_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "outbound_deadline", default=None
-)
-# The scheme of the request being sent, which the allow-list entries may restrict; the network
-# backend only sees host and port. The pool keys connections by scheme, host and port, so a
-# connection checked for one scheme is never reused for another.
-request_scheme: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "outbound_scheme", default=None
-)
 
 
 def capped(timeout: float | None, exc_type: type[Exception]) -> float | None:
@@ -55,12 +40,6 @@ def capped(timeout: float | None, exc_type: type[Exception]) -> float | None:
     if remaining <= 0:
         raise exc_type("the call's total time limit was reached")
     return remaining if timeout is None else min(timeout, remaining)
-
-
-def system_resolver(host: str, port: int) -> list[str]:
-    """Every address ``host`` resolves to, in the system's order (socket.getaddrinfo)."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 class DeadlineStream(httpcore.NetworkStream):

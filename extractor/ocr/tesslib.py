@@ -68,6 +68,7 @@ class TesseractLibrary:
             (t, "TessBaseAPIClear", [api], None),
             (t, "TessBaseAPIEnd", [api], None),
             (t, "TessBaseAPIDelete", [api], None),
+            (t, "TessBaseAPIClearPersistentCache", [api], None),
             (t, "TessDeleteText", [ctypes.c_void_p], None),
             (t, "TessDeleteTextArray", [ctypes.c_void_p], None),
             (t, "TessMonitorCreate", [], api),
@@ -79,6 +80,11 @@ class TesseractLibrary:
         for library, name, argtypes, restype in signatures:
             function = getattr(library, name)
             function.argtypes, function.restype = argtypes, restype
+
+    def drop_unused_dictionaries(self) -> None:
+        """Free the dictionaries (dawgs) Tesseract caches for the process once no API uses
+        them (~4 MB for ``eng`` after a document); an API loaded later reads them again."""
+        self._tess.TessBaseAPIClearPersistentCache(None)  # static: the handle is ignored
 
     def serial_in_this_thread(self) -> None:
         """Make Tesseract's OpenMP regions run on the calling thread alone.
@@ -280,6 +286,15 @@ class WarmPool:
             fresh = self._load(*key)
             with self._lock:
                 self._idle.setdefault(key, []).append(fresh)
+
+    def release_idle(self) -> None:
+        """End every idle API (pages being read keep theirs); the next page loads one again."""
+        with self._lock:
+            ended = [api for apis in self._idle.values() for api in apis]
+            self._idle.clear()
+        for api in ended:
+            api.close()
+        self.library.drop_unused_dictionaries()  # those of an API still reading pages stay
 
     def idle_keys(self) -> list[tuple[str, int | None]]:
         """The (languages, psm) of every idle API, least recently used first."""

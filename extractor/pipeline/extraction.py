@@ -10,12 +10,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import cast
 
 import numpy as np
 
@@ -34,14 +33,16 @@ from extractor.media.sniff import MediaKind, Sniffed
 from extractor.media.spooled import decode_spooled
 from extractor.ocr.orientation import Reading, read_upright
 from extractor.ocr.tesseract import OcrOptions, TesseractEngine
-from extractor.pipeline.gate import EngineGate, PagesAhead
+from extractor.pipeline.gate import EngineGate, PagesAhead, in_page_order
 from extractor.pipeline.progress import Progress, ReportingEngine, no_progress, shifted
 from extractor.pipeline.request import ExtractionRequest
 from extractor.pipeline.transcript import Track, shift, transcript_lines
+from extractor.pipeline.turns import MemoryTurns
 from extractor.replies.importable import Document, DocumentKind, Line, Page
+from extractor.replies.spool import PageSpool
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
+SPOOL_NAME = "lines.spool"  # a long OCR document's lines, in its request's work directory
 
 
 @dataclass
@@ -76,6 +77,7 @@ class Extractor:
             settings.model_cache_dir, settings.engine_slots,
         )  # fmt: skip
         self.gate = EngineGate(settings.engine_slots, settings.queue_size)
+        self.turns = MemoryTurns()  # the encoder and an in-process page never at once
         self.speakers = SpeakerDiarizer(  # loads on first speakers=auto
             settings.asr_threads, settings.speakers_merge_similarity, settings.speakers_min_speech
         )
@@ -117,13 +119,16 @@ class Extractor:
         timeout: float | None = None,
         gated: bool = True,
         cancel: threading.Event | None = None,
+        on_segment: Callable[[TranscriptSegment], None] | None = None,
     ) -> Document:
         """Turn the file at ``path`` into a Document within the request timeout.
 
         An asynchronous job passes ``progress`` (told the pages or seconds of audio done of
         the total as they are done; raising there stops the extraction between pages or audio
         windows), its own ``timeout`` and ``gated=False``: it runs on the caller's thread,
-        outside the gate whose slots are the synchronous requests'.
+        outside the gate whose slots are the synchronous requests'. A streamed transcription
+        passes ``on_segment``, told each speech segment as the engine decodes it, and sets
+        ``cancel`` when its client goes away.
         """
         options = options or ExtractionRequest()
         timings = timings or Timings()
@@ -133,9 +138,16 @@ class Extractor:
         report = progress or no_progress
 
         def job() -> Document:
+            if cancel.is_set():  # cancelled while it queued for a slot
+                raise EngineTimeout("the extraction was cancelled before it started")
             if sniffed.kind is MediaKind.AUDIO:
-                return self._audio(path, name, workdir, options, timings, cancel, report)
-            return self._ocr(path, name, sniffed, workdir, deadline, timings, options, report)
+                return self._audio(
+                    path, name, workdir, options, timings, cancel, report, on_segment
+                )
+            # A job (ungated) reads its pages through the CLI: see pipeline.turns.
+            return self._ocr(
+                path, name, sniffed, workdir, deadline, timings, options, report, gated
+            )
 
         with timings.stage("queue+work"):
             if not gated:
@@ -146,7 +158,7 @@ class Extractor:
 
     def _ocr(
         self, path: Path, name: str, sniffed: Sniffed, workdir: Path, deadline: float,
-        timings: Timings, options: ExtractionRequest, progress: Progress,
+        timings: Timings, options: ExtractionRequest, progress: Progress, warm: bool = True,
     ) -> Document:  # fmt: skip
         max_pages = self.settings.max_pages
         if sniffed.kind is MediaKind.PDF:
@@ -166,32 +178,62 @@ class Extractor:
                 with PagesAhead(
                     pdf.count, lambda i: pdf.render(i, deadline), self.settings.page_parallelism
                 ) as ahead:
-                    per_page = self._ocr_pages(
-                        pdf.count, ahead.get, deadline, timings, options, progress
-                    )
+                    document = self._assemble(
+                        name, pdf.count, workdir,
+                        self._ocr_pages(
+                            pdf.count, ahead.get, deadline, timings, options, progress, warm
+                        ),
+                    )  # fmt: skip
             finally:
                 pdf.close()
         else:
             with timings.stage("decode"):
                 images = image_pages(path, workdir, max_pages)
-            per_page = self._ocr_pages(
-                len(images), images.__getitem__, deadline, timings, options, progress
-            )
-        if len(per_page) > 1 and self.settings.ocr_in_process_pages:
+            document = self._assemble(
+                name, len(images), workdir,
+                self._ocr_pages(
+                    len(images), images.__getitem__, deadline, timings, options, progress,
+                    warm,
+                ),
+            )  # fmt: skip
+        if len(document.pages) > 1 and self.settings.ocr_in_process_pages:
             # Pages leave 15-20 MB in the warm API and its heap (a 10-page 300 dpi PDF: 242 MB
             # after, 224 MB once renewed), which the next transcription's peak would stand on;
             # ~50 ms once per document gives it back. A single image keeps its API as it is.
             with timings.stage("renew"):
                 self.ocr.renew()
-        pages = tuple(page for page, _lines in per_page)
-        lines = tuple(line for _page, page_lines in per_page for line in page_lines)
-        return Document(name=name, kind=DocumentKind.OCR, lines=lines, pages=pages)
+        return document
+
+    @staticmethod
+    def _assemble(
+        name: str, count: int, workdir: Path, per_page: Iterator[tuple[Page, list[Line]]]
+    ) -> Document:
+        """The OCR document of ``count`` pages read in order: one page's lines stay in memory,
+        more go to a spool in ``workdir`` as each page is read (``replies.spool``), so a
+        document's size no longer adds to the process's peak (a dense page is ~0.5 MB of
+        ``Line`` objects: 100 of them took a worker to 386 MB with its reply)."""
+        pages: list[Page] = []
+        if count == 1:
+            lines: list[Line] = []
+            for page, page_lines in per_page:
+                pages.append(page)
+                lines += page_lines
+            return Document(name=name, kind=DocumentKind.OCR, lines=tuple(lines), pages=(*pages,))
+        spool = PageSpool(workdir / SPOOL_NAME)
+        try:
+            for page, page_lines in per_page:
+                pages.append(page)
+                spool.add(page_lines)
+        except BaseException:
+            spool.discard()
+            raise
+        return Document(name=name, kind=DocumentKind.OCR, lines=spool.close(), pages=(*pages,))
 
     def _ocr_pages(
         self, count: int, page: Callable[[int], PageImage], deadline: float, timings: Timings,
-        options: ExtractionRequest, progress: Progress = no_progress,
-    ) -> list[tuple[Page, list[Line]]]:  # fmt: skip
-        """OCR ``count`` pages, ``EXTRACTOR_OCR_PARALLEL_PAGES`` at a time, in page order.
+        options: ExtractionRequest, progress: Progress = no_progress, warm: bool = True,
+    ) -> Iterator[tuple[Page, list[Line]]]:  # fmt: skip
+        """OCR ``count`` pages, ``EXTRACTOR_OCR_PARALLEL_PAGES`` at a time, yielded in page order.
 
         At most ``EXTRACTOR_OCR_IN_PROCESS_PAGES`` of them are read by the warm in-process
         Tesseract at once; a page that finds every such place taken goes through the CLI. A
@@ -207,18 +249,19 @@ class Extractor:
 
         def one(index: int) -> tuple[Page, list[Line]]:
             image = page(index)
-            warm = in_process.acquire(blocking=False)  # never, with 0 places
+            place = warm and in_process.acquire(blocking=False)  # never, with 0 places
             try:
-                read = self._ocr_page(image, deadline, timings, options, in_process=warm)
+                with self.turns.page(place) as inside:  # not while a transcription runs
+                    read = self._ocr_page(image, deadline, timings, options, in_process=inside)
             finally:
-                if warm:
+                if place:
                     in_process.release()
             with counting:
                 done[0] += 1
                 progress(done[0], count)
             return read
 
-        return self._pages_in_parallel(count, one)
+        return in_page_order(count, one, self.settings.page_parallelism)
 
     def _ocr_page(
         self, image: PageImage, deadline: float, timings: Timings, options: ExtractionRequest,
@@ -246,25 +289,12 @@ class Extractor:
             reading.lines
         )
 
-    def _pages_in_parallel(self, count: int, work: Callable[[int], T]) -> list[T]:
-        """Pages run concurrently (one Tesseract instance each), results kept in page order."""
-        if count == 1:
-            return [work(0)]
-        with ThreadPoolExecutor(min(count, self.settings.page_parallelism)) as pool:
-            futures = [pool.submit(work, index) for index in range(count)]
-            try:
-                return [future.result() for future in futures]
-            except BaseException:
-                # One page failed (a 504, a bad page): the rest would only be thrown away.
-                for future in futures:
-                    future.cancel()
-                raise
-
     # -- audio ----------------------------------------------------------------------------
 
     def _audio(
         self, path: Path, name: str, workdir: Path, options: ExtractionRequest, timings: Timings,
         cancel: threading.Event, progress: Progress,
+        on_segment: Callable[[TranscriptSegment], None] | None = None,
     ) -> Document:  # fmt: skip
         by_channel = options.speakers == "channels"
         if options.speakers == "auto":
@@ -302,6 +332,7 @@ class Extractor:
             prompt=options.prompt,
             temperature=options.temperature,
             cancel=cancel,
+            on_segment=on_segment,
         )
         lines: list[Line] = []
         with timings.stage("engine"):
@@ -350,6 +381,13 @@ class Extractor:
         self, track: Track, options: TranscribeOptions, timings: Timings,
         progress: Progress = no_progress,
     ) -> Transcript:  # fmt: skip
+        """Transcribe ``track`` once no page is being read in process (``pipeline.turns``)."""
+        with self.turns.transcription():
+            return self._transcribe_track(track, options, timings, progress)
+
+    def _transcribe_track(
+        self, track: Track, options: TranscribeOptions, timings: Timings, progress: Progress
+    ) -> Transcript:
         """Transcribe ``track``, holding at most one window of it at a time.
 
         Whisper's feature extraction and the VAD both work on the whole signal at once, which
@@ -362,6 +400,11 @@ class Extractor:
         cancelled request stops at the next window either way.
         """
         self.speech.load()  # a no-op once loaded at worker start
+        # Whisper's encoder takes ~85 MB above the worker for each 30 s window (the attention of
+        # 1500 positions); the idle Tesseract API's ~10 MB goes first, so that the peak stays
+        # within 300 MB (bench/memory.md). The next page reloads it (~50 ms).
+        self.ocr.release_idle()
+        trim_heap()
         total = track.windows[-1][1] / SAMPLE_RATE
         if joins_speech(self.speech, options):
 

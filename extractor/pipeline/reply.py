@@ -9,7 +9,7 @@ web and the command line. Nothing here knows HTTP: the caller saves the upload i
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Generator, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -24,9 +24,13 @@ from extractor.pipeline.request import ExtractionRequest
 from extractor.replies.formats import ReplyFormat
 from extractor.replies.importable import Document
 from extractor.replies.schemas import importable_validator
+from extractor.replies.spool import SpooledLines
+from extractor.replies.streamed import WRITERS
 
 SNIFF_BYTES = 2048  # enough for every signature media.sniff knows
 UPLOAD_NAME = "upload"  # the name of a reply whose upload named no file
+REPLY_NAME = "reply"  # a long document's rendered reply, in its request's work directory
+REPLY_PIECE_BYTES = 256 * 1024  # read and sent at a time from it
 
 
 @contextmanager
@@ -38,11 +42,38 @@ def workspace(settings: Settings) -> Iterator[Path]:
 
 @dataclass(frozen=True)
 class Reply:
-    """An extraction's Document and its rendering in the negotiated format."""
+    """An extraction's Document and its rendering in the negotiated format: in memory, or for
+    a spooled (long) document in a file of the request's work directory, sent from there a
+    piece at a time (the file goes with the directory)."""
 
     document: Document
     format: ReplyFormat
-    body: str  # what to send: the text, or the JSON serialized
+    body: str | None  # what to send: the text, or the JSON serialized; None: in ``spooled``
+    spooled: Path | None = None  # the rendered reply, UTF-8, when not in ``body``
+
+    @property
+    def size(self) -> int:
+        """The reply's length in bytes (its Content-Length)."""
+        if self.spooled is not None:
+            return self.spooled.stat().st_size
+        return len(self.text().encode())
+
+    def text(self) -> str:
+        """The whole reply (read from its file if spooled: for the command line)."""
+        if self.body is not None:
+            return self.body
+        assert self.spooled is not None
+        return self.spooled.read_text(encoding="utf-8")
+
+    def pieces(self) -> Generator[bytes]:
+        """The reply's bytes, ``REPLY_PIECE_BYTES`` at a time from a spooled one."""
+        if self.body is not None:
+            yield self.body.encode()
+            return
+        assert self.spooled is not None
+        with self.spooled.open("rb") as file:
+            while piece := file.read(REPLY_PIECE_BYTES):
+                yield piece
 
 
 def extract_reply(
@@ -75,10 +106,19 @@ def extract_reply(
     fields["format"] = reply_format.name
     document = extractor.extract(path, reply_name(name), sniffed, workdir, request, timings)
     with timings.stage("render"):
-        body = render(document, reply_format, validate=settings.validate_replies,
-                      json_indent=json_indent)  # fmt: skip
+        writer = WRITERS.get(reply_format.name)
+        if isinstance(document.lines, SpooledLines) and writer and json_indent is None:
+            reply = Reply(document, reply_format, None, workdir / REPLY_NAME)
+            validate = importable_validator().validate if settings.validate_replies else None
+            assert reply.spooled is not None
+            with reply.spooled.open("w", encoding="utf-8", newline="") as out:
+                writer(document, out, workdir / "labels.spool", validate)
+        else:
+            body = render(document, reply_format, validate=settings.validate_replies,
+                          json_indent=json_indent)  # fmt: skip
+            reply = Reply(document, reply_format, body)
     log_document(document, fields)
-    return Reply(document, reply_format, body)
+    return reply
 
 
 def check_upload(

@@ -28,25 +28,43 @@ def _cut(*forms: str) -> bool:
 
 
 class LocalAgreement:
-    """The unconfirmed hypothesis of one window; ``update`` returns the words now confirmed."""
+    """The unconfirmed hypotheses of one window; ``update`` returns the words now confirmed.
 
-    def __init__(self, hold_back: int = 0) -> None:
+    ``hypotheses``: how many consecutive hypotheses must agree on a word (2: LocalAgreement-2);
+    ``hold_back``: the last words of the newest hypothesis are never confirmed by it (the
+    words nearest the audio's end, which Whisper most often guesses from a word half spoken).
+    """
+
+    def __init__(self, hold_back: int = 0, hypotheses: int = 2) -> None:
         self.previous: list[str] = []  # last hypothesis, after the words confirmed so far
-        self.hold_back = hold_back  # last words of a hypothesis never confirmed by it
+        self.older: list[list[str]] = []  # the ones before it, oldest first (LocalAgreement-n)
+        self.hold_back = hold_back
+        self.hypotheses = max(2, hypotheses)
 
     def update(self, hypothesis: list[str]) -> list[str]:
-        """Confirm the common prefix of ``hypothesis`` and the previous one."""
+        """Confirm the common prefix of ``hypothesis`` and the previous ones."""
         agreed = 0
         candidates = hypothesis[: max(0, len(hypothesis) - self.hold_back)]
-        for old, new in zip(self.previous, candidates, strict=False):
-            if comparable(old) != comparable(new) or _cut(old, new):
-                break
-            if not comparable(new) and old != new:  # punctuation alone: the same mark
-                break
-            agreed += 1
-        self.previous = hypothesis[agreed:]
+        earlier = [*self.older, self.previous]
+        if len(earlier) >= self.hypotheses - 1:
+            for index, new in enumerate(candidates):
+                olds = [h[index] if index < len(h) else None for h in earlier]
+                if not all(old is not None and _same(old, new) for old in olds):
+                    break
+                agreed += 1
+        history = [*earlier, hypothesis][-(self.hypotheses - 1) :]
+        # What each kept hypothesis says after the words now confirmed.
+        kept = [h[agreed:] for h in history]
+        self.older, self.previous = kept[:-1], kept[-1]
         return hypothesis[:agreed]
 
     def reset(self) -> None:
         """A new window: nothing pending."""
-        self.previous = []
+        self.previous, self.older = [], []
+
+
+def _same(old: str, new: str) -> bool:
+    """Two hypotheses' spellings of one word agree (case and punctuation aside)."""
+    if comparable(old) != comparable(new) or _cut(old, new):
+        return False
+    return bool(comparable(new)) or old == new  # punctuation alone: the same mark

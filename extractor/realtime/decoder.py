@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,12 +49,14 @@ class WindowDecoder:
         threads: int,
         compute_type: str = "int8",
         min_window_seconds: float = MIN_WINDOW_SECONDS,
+        cache_dir: Path | None = None,
     ) -> None:
         from ..asr.faster import bundled_model_dir
 
         self.model_name = model or str(bundled_model_dir())
         self.threads, self.compute_type = threads, compute_type
         self.min_window_seconds = min_window_seconds
+        self.cache_dir = cache_dir  # where the int8 copy of the model is (asr.ct2_int8)
         self._model: Any = None
         self._tokenizer: Any = None
         self._lock = threading.Lock()
@@ -66,8 +69,10 @@ class WindowDecoder:
             from faster_whisper import WhisperModel
             from faster_whisper.tokenizer import Tokenizer
 
+            from ..asr.ct2_int8 import loadable_model
+
             model = WhisperModel(
-                self.model_name,
+                loadable_model(self.model_name, self.compute_type, self.cache_dir),
                 device="cpu",
                 compute_type=self.compute_type,
                 cpu_threads=self.threads,

@@ -16,6 +16,11 @@ class DecodePolicy:
     step_seconds: float = 0.5
     partial_beam: int = 1
     final_beam: int = 1
+    agreement: int = 2  # consecutive hypotheses that must agree on a word (LocalAgreement-n)
+    hold_back: int = 0  # last words of a hypothesis it never confirms
+
+    def new_agreement(self) -> LocalAgreement:
+        return LocalAgreement(hold_back=self.hold_back, hypotheses=self.agreement)
 
 
 @dataclass
@@ -38,6 +43,13 @@ class Item:
     # A final decode run during a pause, before VAD ends the turn: (window, window_words,
     # speech_end) it was made for, and its words; used if the turn ends with nothing new.
     ready: tuple[tuple[int, int, int], list[str]] | None = None
+    sent_heard_at: int = 0  # end of the audio the decode that first had the last words sent heard
+    stalled: int = 0  # partial decodes in a row that heard nothing after the window's words
+
+    def new_window(self, start: int) -> None:
+        """Decode from ``start`` on with nothing forced (the words sent become the prompt)."""
+        self.window, self.window_words, self.window_text, self.stalled = start, 0, "", 0
+        self.agreement.reset()
 
     @property
     def final_key(self) -> tuple[int, int, int]:

@@ -46,6 +46,9 @@ HARD_WINDOW_SECONDS = 28.0  # and here without one
 TAIL_SECONDS = 0.4  # audio after the last speech a final decode hears (Silero ends "ships" early)
 MIN_COMMIT_MS = 100  # OpenAI's smallest committable buffer
 PROMPT_WORDS = 60  # words of earlier text given to the decoder as its prompt
+# tiny.en can end its text right after a forced prefix ending a sentence while speech goes on:
+STALLED_DECODES = 3  # partials in a row hearing nothing then restart the window (unforced)
+RESTART_BACK = SAMPLE_RATE // 2  # this much before the audio that held the last words sent
 
 
 class Session:
@@ -253,6 +256,7 @@ class Session:
             return
         first = begin if vad is not None else self.buffer_start  # usage: the whole buffer
         self.item = Item(ev.new_id("item"), first, begin, decoded_to=begin)
+        self.item.agreement = self.policy.new_agreement()
         if vad is not None:
             self.emit(
                 ev.server_event(
@@ -323,6 +327,7 @@ class Session:
         item.window_text += delta
         item.words.extend(words)
         item.window_words += len(words)
+        item.sent_heard_at = heard_at
         self.emit(
             ev.server_event(
                 "conversation.item.input_audio_transcription.delta",
@@ -358,6 +363,12 @@ class Session:
         except EngineFailure as exc:  # the turn's final decode will say it failed
             log.warning("a live partial decode failed", extra={"error": str(exc)})
             return
+        if not hypothesis and item.window_words and self.detector.speaking:
+            item.stalled += 1
+            if item.stalled >= STALLED_DECODES:
+                item.new_window(max(item.window, item.sent_heard_at - RESTART_BACK))
+            return
+        item.stalled = 0
         self._send(item, item.agreement.update(hypothesis), heard_at)
 
     def _cut_due(self) -> bool:
@@ -378,8 +389,7 @@ class Session:
             self._send(item, self._decode(item, end, self.policy.final_beam), end)
         except EngineFailure as exc:
             log.warning("a live window decode failed", extra={"error": str(exc)})
-        item.window, item.window_words, item.window_text = end, 0, ""
-        item.agreement.reset()
+        item.new_window(end)
 
     def _finish(self, item: Item) -> None:
         assert item.end is not None

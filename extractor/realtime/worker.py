@@ -38,6 +38,7 @@ def realtime_server(worker: Any, settings: Any) -> RealtimeServer | None:
         threads=settings.realtime_threads,
         compute_type=settings.asr_compute_type,
         min_window_seconds=settings.realtime_min_window_seconds,
+        cache_dir=settings.model_cache_dir,
     )
     policy = DecodePolicy(
         step_seconds=settings.realtime_step_seconds,

@@ -10,7 +10,7 @@ so they carry the words and boxes of the one Tesseract run, whichever OCR backen
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from itertools import groupby
@@ -27,6 +27,7 @@ from extractor.replies.importable import (
     to_text,
     to_vtt,
 )
+from extractor.replies.spool import SpooledLines
 
 # A JSON object is validated (EXTRACTOR_VALIDATE_REPLIES) and serialized by the pipeline; text
 # is sent as it is.
@@ -93,12 +94,8 @@ def _layout(document: Document) -> Iterator[tuple[Page, tuple[_Block, ...]]]:
     Lines keep the engine's reading order; consecutive lines with the same block and paragraph
     numbers form one paragraph. An engine that gives no numbers makes one block per page.
     """
-    by_page: dict[int, list[Line]] = {}
-    for line in document.lines:
-        if any(w.box is not None for w in line.words):
-            by_page.setdefault(line.page_index or 0, []).append(line)
-    for page in document.pages:
-        lines = by_page.get(page.index, [])
+    for page, page_lines in _page_lines(document):
+        lines = [line for line in page_lines if any(w.box is not None for w in line.words)]
         blocks = []
         for b, (_block, in_block) in enumerate(groupby(lines, key=lambda ln: ln.block), start=1):
             paragraphs = tuple(
@@ -111,14 +108,27 @@ def _layout(document: Document) -> Iterator[tuple[Page, tuple[_Block, ...]]]:
         yield page, tuple(blocks)
 
 
+def _page_lines(document: Document) -> Iterator[tuple[Page, Sequence[Line]]]:
+    """Each page with its lines: a spooled document's read a page at a time (its spool holds
+    one entry per page, in order), another's grouped by ``page_index``."""
+    if isinstance(document.lines, SpooledLines):
+        yield from zip(document.pages, document.lines.pages(), strict=True)
+        return
+    by_page: dict[int, list[Line]] = {}
+    for line in document.lines:
+        by_page.setdefault(line.page_index or 0, []).append(line)
+    for page in document.pages:
+        yield page, by_page.get(page.index, [])
+
+
 def _bbox(box: BoundingBox) -> str:
     return f"bbox {box.left} {box.top} {box.right} {box.bottom}"
 
 
-def to_hocr(document: Document) -> str:
+def hocr_pieces(document: Document) -> Iterator[str]:
     """hOCR 1.2 (XHTML): ``ocr_page`` > ``ocr_carea`` > ``ocr_par`` > ``ocr_line`` >
     ``ocrx_word``, each with a ``bbox`` in page pixels, words with ``x_wconf`` (0-100)."""
-    out = [
+    yield (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         '<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN"'
         ' "http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">\n'
@@ -129,7 +139,7 @@ def to_hocr(document: Document) -> str:
         '  <meta name="ocr-capabilities"'
         ' content="ocr_page ocr_carea ocr_par ocr_line ocrx_word ocrp_wconf"/>\n'
         " </head>\n <body>\n"
-    ]
+    )
     counts = {"block": 0, "par": 0, "line": 0, "word": 0}
 
     def ident(kind: str, page: Page) -> str:
@@ -141,21 +151,19 @@ def to_hocr(document: Document) -> str:
         # says so the same way, on the lines it reads as vertical).
         angle = f"; textangle {page.text_angle:g}" if page.text_angle else ""
         title = escape(f'image "{document.name}"; bbox 0 0 {page.width} {page.height}', True)
-        out.append(
+        yield (
             f'  <div class="ocr_page" id="page_{page.index + 1}"'
             f' title="{title}; ppageno {page.index}">\n'
         )
         for block in blocks:
             box = _bbox(_block_box(block))
-            out.append(f'   <div class="ocr_carea" id="{ident("block", page)}" title="{box}">\n')
+            yield (f'   <div class="ocr_carea" id="{ident("block", page)}" title="{box}">\n')
             for paragraph in block.paragraphs:
                 box = _bbox(_union(_line_box(line) for line in paragraph.lines))
-                out.append(f'    <p class="ocr_par" id="{ident("par", page)}" title="{box}">\n')
+                yield (f'    <p class="ocr_par" id="{ident("par", page)}" title="{box}">\n')
                 for line in paragraph.lines:
                     box = _bbox(_line_box(line)) + angle
-                    out.append(
-                        f'     <span class="ocr_line" id="{ident("line", page)}" title="{box}">'
-                    )
+                    yield (f'     <span class="ocr_line" id="{ident("line", page)}" title="{box}">')
                     words = []
                     for word in line.words:
                         if word.box is None:
@@ -168,12 +176,16 @@ def to_hocr(document: Document) -> str:
                             f'<span class="ocrx_word" id="{ident("word", page)}"'
                             f' title="{_bbox(word.box)}{conf}">{escape(word.text)}</span>'
                         )
-                    out.append(" ".join(words) + "</span>\n")
-                out.append("    </p>\n")
-            out.append("   </div>\n")
-        out.append("  </div>\n")
-    out.append(" </body>\n</html>\n")
-    return "".join(out)
+                    yield (" ".join(words) + "</span>\n")
+                yield ("    </p>\n")
+            yield ("   </div>\n")
+        yield ("  </div>\n")
+    yield (" </body>\n</html>\n")
+
+
+def to_hocr(document: Document) -> str:
+    """The whole of ``hocr_pieces``."""
+    return "".join(hocr_pieces(document))
 
 
 ALTO_NAMESPACE = "http://www.loc.gov/standards/alto/ns-v4#"
@@ -187,10 +199,10 @@ def _position(box: BoundingBox) -> str:
     )
 
 
-def to_alto(document: Document) -> str:
+def alto_pieces(document: Document) -> Iterator[str]:
     """ALTO 4.2 XML in pixels: a ``Page`` per page, a ``TextBlock`` per Tesseract paragraph
     (ALTO has no paragraphs), ``TextLine``s of ``String``s with ``WC`` (0-1) and ``SP``s."""
-    out = [
+    yield (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f'<alto xmlns="{ALTO_NAMESPACE}" xmlns:xlink="http://www.w3.org/1999/xlink"'
         ' xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"'
@@ -203,11 +215,11 @@ def to_alto(document: Document) -> str:
         "<softwareName>extractor (tesseract)</softwareName>"
         "</processingSoftware></ocrProcessingStep></OCRProcessing>\n"
         " </Description>\n <Layout>\n"
-    ]
+    )
     for page, blocks in _layout(document):
         p = page.index + 1
         whole = BoundingBox(0, 0, page.width, page.height)
-        out.append(
+        yield (
             f'  <Page ID="page_{p}" PHYSICAL_IMG_NR="{p}"'
             f' WIDTH="{page.width}" HEIGHT="{page.height}">\n'
             f"   <PrintSpace {_position(whole)}>\n"
@@ -218,13 +230,13 @@ def to_alto(document: Document) -> str:
         for block in blocks:
             for paragraph in block.paragraphs:
                 box = _union(_line_box(line) for line in paragraph.lines)
-                out.append(
+                yield (
                     f'    <TextBlock ID="block_{p}_{block.number}_{paragraph.number}"'
                     f" {_position(box)}{rotation}>\n"
                 )
                 for line in paragraph.lines:
                     line_number += 1
-                    out.append(
+                    yield (
                         f'     <TextLine ID="line_{p}_{line_number}" {_position(_line_box(line))}>'
                     )
                     previous: BoundingBox | None = None
@@ -233,7 +245,7 @@ def to_alto(document: Document) -> str:
                             continue
                         if previous is not None:
                             gap = max(word.box.left - previous.right, 0)
-                            out.append(
+                            yield (
                                 f'<SP WIDTH="{gap}" HPOS="{previous.right}" VPOS="{previous.top}"/>'
                             )
                         word_number += 1
@@ -241,16 +253,20 @@ def to_alto(document: Document) -> str:
                             "" if word.confidence is None
                             else f' WC="{min(max(word.confidence, 0.0), 100.0) / 100:.2f}"'
                         )  # fmt: skip
-                        out.append(
+                        yield (
                             f'<String ID="string_{p}_{word_number}" {_position(word.box)}{wc}'
                             f' CONTENT="{escape(word.text, True)}"/>'
                         )
                         previous = word.box
-                    out.append("</TextLine>\n")
-                out.append("    </TextBlock>\n")
-        out.append("   </PrintSpace>\n  </Page>\n")
-    out.append(" </Layout>\n</alto>\n")
-    return "".join(out)
+                    yield ("</TextLine>\n")
+                yield ("    </TextBlock>\n")
+        yield ("   </PrintSpace>\n  </Page>\n")
+    yield (" </Layout>\n</alto>\n")
+
+
+def to_alto(document: Document) -> str:
+    """The whole of ``alto_pieces``."""
+    return "".join(alto_pieces(document))
 
 
 TSV_COLUMNS = (
@@ -259,36 +275,41 @@ TSV_COLUMNS = (
 )  # fmt: skip
 
 
-def to_tsv(document: Document) -> str:
+def tsv_pieces(document: Document) -> Iterator[str]:
     """Tesseract's TSV layout (``tesseract FILE - tsv``): one row per page (level 1), block
     (2), paragraph (3), line (4) and word (5), numbered from 1 within their parent; ``conf``
     is -1 except on words. Tabs and newlines inside a word become spaces."""
-    rows = ["\t".join(TSV_COLUMNS)]
+    yield "\t".join(TSV_COLUMNS)
 
-    def row(level: int, numbers: tuple[int, ...], box: BoundingBox, conf: str, text: str) -> None:
+    def row(level: int, numbers: tuple[int, ...], box: BoundingBox, conf: str, text: str) -> str:
         padded = (*numbers, 0, 0, 0, 0, 0)[:5]
         width, height = box.right - box.left, box.bottom - box.top
         cells = (level, *padded, box.left, box.top, width, height, conf, text)
-        rows.append("\t".join(str(c) for c in cells))
+        return "\n" + "\t".join(str(c) for c in cells)
 
     for page, blocks in _layout(document):
         p = page.index + 1
-        row(1, (p,), BoundingBox(0, 0, page.width, page.height), "-1", "")
+        yield row(1, (p,), BoundingBox(0, 0, page.width, page.height), "-1", "")
         for block in blocks:
             b = block.number
-            row(2, (p, b), _block_box(block), "-1", "")
+            yield row(2, (p, b), _block_box(block), "-1", "")
             for paragraph in block.paragraphs:
                 par = paragraph.number
-                row(3, (p, b, par), _union(_line_box(ln) for ln in paragraph.lines), "-1", "")
+                yield row(3, (p, b, par), _union(_line_box(ln) for ln in paragraph.lines), "-1", "")
                 for n, line in enumerate(paragraph.lines, start=1):
-                    row(4, (p, b, par, n), _line_box(line), "-1", "")
+                    yield row(4, (p, b, par, n), _line_box(line), "-1", "")
                     boxed = [w for w in line.words if w.box is not None]
                     for k, word in enumerate(boxed, start=1):
                         assert word.box is not None
                         conf = "-1" if word.confidence is None else f"{word.confidence:.6f}"
                         text = " ".join(word.text.split())
-                        row(5, (p, b, par, n, k), word.box, conf, text)
-    return "\n".join(rows) + "\n"
+                        yield row(5, (p, b, par, n, k), word.box, conf, text)
+    yield "\n"
+
+
+def to_tsv(document: Document) -> str:
+    """The whole of ``tsv_pieces``."""
+    return "".join(tsv_pieces(document))
 
 
 # -- the registry -------------------------------------------------------------------------

@@ -7,7 +7,7 @@ Engines build a ``Document``; the HTTP layer renders it. Every format comes from
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -97,7 +97,9 @@ class Document:
 
     name: str
     kind: DocumentKind
-    lines: tuple[Line, ...]
+    # a tuple, or for a long document its lines spooled to disk a page at a time
+    # (``replies.spool.SpooledLines``), read back on each pass
+    lines: Sequence[Line]
     pages: tuple[Page, ...] = ()
     language: str | None = None
     duration_ms: int | None = None
@@ -160,12 +162,15 @@ def _ocr_labels(number: int, line: Line) -> Iterator[dict[str, Any]]:
         }
 
 
-def to_importable(document: Document) -> dict[str, Any]:
-    """Render the Importable JSON object (REFERENCE.md §1) of ``document``."""
+def importable_parts(
+    document: Document, lines: Iterable[Line], first: int = 0
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The cells and labels of ``lines``, the document's lines numbered from ``first`` on: a
+    whole reply's (``to_importable``) or one piece of a streamed one (``replies.streamed``)."""
     cells: list[dict[str, Any]] = []
     labels: list[dict[str, Any]] = []
     pages = {page.index: page for page in document.pages}
-    for number, line in enumerate(document.lines):
+    for number, line in enumerate(lines, start=first):
         cells.append(_cell(number, line, pages.get(line.page_index or 0)))
         if document.kind is DocumentKind.OCR:
             labels.extend(_ocr_labels(number, line))
@@ -179,6 +184,14 @@ def to_importable(document: Document) -> dict[str, Any]:
                     "endTimestampMillis": line.end_ms or 0,
                 }
             )
+    return cells, labels
+
+
+def importable_shell(
+    document: Document, cells: list[dict[str, Any]], labels: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The Importable JSON object of ``document`` with these cells and labels, keys in the
+    order every reply has them."""
     reply: dict[str, Any] = {
         "name": document.name,
         "type": document.kind.value,
@@ -195,16 +208,23 @@ def to_importable(document: Document) -> dict[str, Any]:
     return reply
 
 
+def to_importable(document: Document) -> dict[str, Any]:
+    """Render the Importable JSON object (REFERENCE.md §1) of ``document``."""
+    return importable_shell(document, *importable_parts(document, document.lines))
+
+
 # -- text renderings ----------------------------------------------------------------------
 
 
 def to_text(document: Document) -> str:
     """One line per text line, no blank lines; audio lines carry ``Speaker N: `` where known."""
-    out = []
-    for line in document.lines:
-        prefix = f"{line.speaker}: " if line.speaker else ""
-        out.append(prefix + line.content + "\n")
-    return "".join(out)
+    return "".join(text_line(line) for line in document.lines)
+
+
+def text_line(line: Line) -> str:
+    """One line of the text/plain rendering, its newline included."""
+    prefix = f"{line.speaker}: " if line.speaker else ""
+    return prefix + line.content + "\n"
 
 
 def _clock(ms: int, separator: str) -> str:

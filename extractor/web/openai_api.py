@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,7 +30,7 @@ from extractor.pipeline.reply import check_upload, log_document, reply_name, wor
 from extractor.pipeline.request import ExtractionRequest, Limits, read_request
 from extractor.replies.importable import Document, to_srt, to_vtt
 from extractor.web.error_replies import OPENAI_PREFIX
-from extractor.web.openai_stream import stream_reply
+from extractor.web.openai_stream import TranscriptionStream
 from extractor.web.views import authorize, request_limits
 
 blueprint = Blueprint("openai", __name__, url_prefix=OPENAI_PREFIX)
@@ -177,8 +178,9 @@ def transcriptions() -> Response:
             "expected multipart/form-data with a file field named 'file'", param="file"
         )
     call = parse(request.form, request_limits(settings, extractor))
-    g.log_fields["format"] = f"openai-{call.response_format}"
-    with workspace(settings) as workdir:
+    g.log_fields["format"] = f"openai-{call.response_format}" + ("-stream" if call.stream else "")
+    with ExitStack() as cleanup:
+        workdir = cleanup.enter_context(workspace(settings))
         path = workdir / "upload"
         with g.timings.stage("receive"):
             upload.save(path)
@@ -190,10 +192,13 @@ def transcriptions() -> Response:
                 " this endpoint transcribes speech (mp3, wav, flac, ogg, m4a, webm, ...)"
             )
         name = reply_name(upload.filename)
+        if call.stream:  # the stream's thread owns the workspace from here (openai_stream)
+            stream = TranscriptionStream(
+                extractor, path, name, sniffed, workdir, call.extraction, g.request_id,
+                request.environ.get("gunicorn.socket"),
+            )  # fmt: skip
+            return stream.reply(cleanup.pop_all())
         document = extractor.extract(path, name, sniffed, workdir, call.extraction, g.timings)
     log_document(document, g.log_fields)
     with g.timings.stage("render"):
-        if call.stream:
-            segments = [line.content for line in document.lines]
-            return stream_reply(segments, (document.duration_ms or 0) / 1000)
         return RENDERINGS[call.response_format](document, call)

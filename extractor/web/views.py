@@ -10,6 +10,8 @@ import hmac
 import logging
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, send_from_directory
@@ -18,7 +20,7 @@ from extractor.async_jobs.routes import prefers_async, submit_job
 from extractor.config import Settings
 from extractor.errors import MissingUpload, Unauthorized
 from extractor.pipeline.extraction import Extractor, Timings
-from extractor.pipeline.reply import extract_reply, workspace
+from extractor.pipeline.reply import Reply, extract_reply, workspace
 from extractor.pipeline.request import Limits, read_request
 from extractor.web.openapi import load_openapi
 
@@ -53,7 +55,12 @@ def extract() -> Response:
         )
     wanted = read_request(request.args, request_limits(settings, extractor))
     timings: Timings = g.timings
-    with workspace(settings) as workdir:
+    # The workspace outlives this function when the reply is sent from a file in it (a long
+    # document's): the response's body then closes it, after its last byte or when the client
+    # goes away (gunicorn closes the body either way); any failure before closes it here.
+    held = ExitStack()
+    try:
+        workdir = held.enter_context(workspace(settings))
         path = workdir / "upload"
         with timings.stage("receive"):
             upload.save(path)
@@ -62,9 +69,41 @@ def extract() -> Response:
             extractor, path, upload.filename, workdir, wanted,
             accept=request.headers.get("Accept"), timings=timings, log_fields=g.log_fields,
         )  # fmt: skip
-    response = Response(reply.body, content_type=reply.format.media_type)
+        if reply.spooled is None:
+            held.close()
+            response = Response(reply.body, content_type=reply.format.media_type)
+        else:
+            path.unlink()  # the upload is read: only the reply's file need stay
+            response = Response(
+                StreamedReply(reply, held), content_type=reply.format.media_type,
+                headers={"Content-Length": str(reply.size)},
+            )  # fmt: skip
+    except BaseException:
+        held.close()
+        raise
     response.vary.add("Accept")
     return response
+
+
+class StreamedReply:
+    """A spooled reply's bytes, read from its file as they are sent (a WSGI body). Its
+    workspace is removed when the body is closed: sent whole, the client gone, or the send
+    deadline passed (the server closes a body in every case). A class, not a generator: a
+    generator closed before its first piece would never run its ``finally``."""
+
+    def __init__(self, reply: Reply, held: ExitStack) -> None:
+        self._pieces = reply.pieces()
+        self._held = held
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._pieces)
+
+    def close(self) -> None:
+        self._pieces.close()
+        self._held.close()
 
 
 @views.get("/healthz")

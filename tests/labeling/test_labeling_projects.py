@@ -91,7 +91,9 @@ def create(
         user.token, f"{kind} project", kind, files, teamId=user.team_id, customAPIId=api_id
     )
     assert "errors" not in started, started
-    return server.wait_job(user.token, started["data"]["createProject"]["id"])
+    # A generous bound: the "lists" reply (2 million arrays, 6 MB) takes its job over 30 s of
+    # CPU when other test workers share the two cores.
+    return server.wait_job(user.token, started["data"]["createProject"]["id"], timeout=120.0)
 
 
 def test_ocr_project_from_a_json_extractor(server: LabelingServer, fake_api: StartAPI) -> None:

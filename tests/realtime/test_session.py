@@ -142,3 +142,30 @@ def test_g711_and_16_khz_audio(decoder: WindowDecoder) -> None:
         run(session, [append(data[i : i + step]) for i in range(0, len(data), step)])
         (completed,) = of_type(events, "conversation.item.input_audio_transcription.completed")
         assert {"quick", "over"} <= set(transcript_words(completed["transcript"])), name
+
+
+class StopsAfterASentence:
+    """The real decoder, but hearing nothing after a forced prefix of six words or more: what
+    tiny.en does now and then after one ending a sentence (bench/realtime.md), made sure."""
+
+    def __init__(self, real: WindowDecoder) -> None:
+        self.real = real
+
+    def decode(self, audio: Any, *, prefix: str = "", **kwargs: Any) -> list[str]:
+        if len(prefix.split()) >= 6:
+            return []
+        return self.real.decode(audio, prefix=prefix, **kwargs)
+
+
+def test_a_window_that_stops_after_a_sentence_restarts(decoder: WindowDecoder) -> None:
+    events: list[dict[str, Any]] = []
+    session = Session(StopsAfterASentence(decoder), events.append)  # type: ignore[arg-type]
+    # One turn: the second sentence follows the first with no pause VAD would end it at.
+    run(session, appends(silence(1) + pcm(FIRST) + pcm(SECOND) + silence(1.5)))
+    (completed,) = of_type(events, "conversation.item.input_audio_transcription.completed")
+    words = transcript_words(completed["transcript"])
+    assert {"quick", "over"} <= set(words)
+    assert {"ask", "bring", "things"} <= set(words), "the second sentence is not lost"
+    assert words.count("quick") == 1 and words.count("bring") == 1, "nor heard twice"
+    deltas = of_type(events, "conversation.item.input_audio_transcription.delta")
+    assert "".join(d["delta"] for d in deltas) == completed["transcript"]

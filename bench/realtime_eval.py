@@ -1,0 +1,240 @@
+"""Live transcription accuracy, in-process: a tuning set and a held-out set, faster than real time.
+
+The live session (``extractor.realtime.session.Session``, the real Whisper and Silero VAD) is
+fed 40 ms ``input_audio_buffer.append`` messages and stepped until idle after each one, so
+every partial decode runs exactly every ``step_seconds`` of audio: the decisions a session
+makes in real time when its decodes keep up with the speaker (bench/realtime.py measures the
+real-time pacing over a WebSocket). What it reports per set: the WER of the completed
+transcripts against the labels, next to the same audio's WER through the whole-file engine
+(``POST /extract``'s: faster-whisper, beam 5, VAD), and the audio seconds a word waited in the
+session's audio (how far past a word's end the decode that sent it had heard).
+
+Sets (real speech is scarce on the package index; every recording here is labelled):
+
+- **tuning** (every choice was made on these only): the five LibriVox utterances of
+  bench.datasets (a real reader), 1.5 s apart, and espeak-ng talks of bench.talks' tuning
+  voice pool (2-4 voices, pauses of 0-1 s, turns back to back).
+- **held-out** (reported, never tuned on): the real two-person telephone call of
+  bench.datasets, pocketsphinx's five real "cards" recordings (another real speaker, short
+  commands), and talks of bench.talks' test pool (voices the tuning never heard).
+
+``python -m bench.realtime_eval --set tuning`` (or ``held-out``) prints the figures;
+``--beam`` and the other flags try a policy without editing code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import datasets, talks
+from bench.accuracy_score import speech_errors
+from extractor import samples
+
+RATE = 16_000
+CHUNK_MS = 40
+GAP_SECONDS = 1.5
+TUNING_TALKS = (0, 1, 2, 3)  # bench.talks tuning numbers (6 min 22 s in all)
+HELD_OUT_TALKS = (0, 1, 2)  # bench.talks test numbers
+CARDS = "pocketsphinx-5.1.1/test/data/cards/"
+
+
+@dataclass
+class Recording:
+    name: str
+    audio: np.ndarray  # float32 mono 16 kHz
+    text: str  # the labels
+
+    @property
+    def seconds(self) -> float:
+        return len(self.audio) / RATE
+
+
+def _gap() -> np.ndarray:
+    return np.zeros(int(GAP_SECONDS * RATE), np.float32)
+
+
+def _joined(name: str, parts: list[tuple[np.ndarray, str]]) -> Recording:
+    audio = [_gap()]
+    for wav, _text in parts:
+        audio += [wav, _gap()]
+    return Recording(name, np.concatenate(audio), " ".join(text for _w, text in parts))
+
+
+def _mono16k(wav_bytes: bytes) -> np.ndarray:
+    wav, rate = samples.decode_wav(wav_bytes)
+    audio = wav.mean(axis=0).astype(np.float32)
+    if rate != RATE:
+        audio = np.interp(
+            np.arange(0, len(audio), rate / RATE), np.arange(len(audio)), audio
+        ).astype(np.float32)
+    return audio
+
+
+def librivox() -> Recording:
+    parts = [(_mono16k(u.wav.read_bytes()), u.text) for u in datasets.librivox()]
+    return _joined("librivox", parts)
+
+
+def cards() -> Recording:
+    """pocketsphinx's cards recordings, from the same pinned sdist as the LibriVox ones."""
+    folder = datasets.cache_dir() / "cards"
+    if not (folder / "cards.transcription").is_file():
+        datasets.librivox()  # the sdist is fetched for it; cards come from a fresh download
+        with tarfile.open(_sdist()) as sdist:
+            folder.mkdir(parents=True, exist_ok=True)
+            for member in sdist:
+                if member.name.startswith(CARDS) and member.isfile():
+                    data = sdist.extractfile(member)
+                    assert data is not None
+                    (folder / member.name.removeprefix(CARDS)).write_bytes(data.read())
+    parts = []
+    for line in (folder / "cards.transcription").read_text().splitlines():
+        words, _, name = line.rpartition("(")
+        text = " ".join(words.replace("<s>", "").replace("</s>", "").split())
+        parts.append((_mono16k((folder / f"{name.strip(') ')}.wav").read_bytes()), text))
+    return _joined("cards", parts)
+
+
+def _sdist() -> Path:
+    """pocketsphinx's pinned sdist (bench.datasets checks the LibriVox files of the same)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    into = Path(tempfile.mkdtemp(prefix="cards-"))
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
+    command += ["--no-binary", "pocketsphinx", "--dest", str(into), datasets.POCKETSPHINX]
+    subprocess.run(command, check=True, capture_output=True, timeout=1200)
+    (found,) = into.iterdir()
+    return found
+
+
+def call() -> Recording:
+    the_call = datasets.call()
+    return Recording("call", _mono16k(the_call.wav.read_bytes()), the_call.text)
+
+
+def talk(set_name: str, number: int) -> Recording:
+    made = talks.talk(set_name, number)
+    conv = made.conversation
+    audio = _mono16k(conv.wav())
+    lead = np.zeros(RATE, np.float32)
+    text = " ".join(turn.text for turn in conv.turns)
+    return Recording(f"talk-{set_name}-{number}", np.concatenate([lead, audio, lead]), text)
+
+
+def recordings(set_name: str) -> list[Recording]:
+    if set_name == "tuning":
+        return [librivox(), *(talk("tuning", n) for n in TUNING_TALKS)]
+    return [call(), cards(), *(talk("test", n) for n in HELD_OUT_TALKS)]
+
+
+def to_pcm24(audio: np.ndarray) -> bytes:
+    up = np.interp(np.arange(0, len(audio), 2 / 3), np.arange(len(audio)), audio)
+    return (np.clip(up, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+def stream(session_factory: Any, recording: Recording) -> tuple[str, list[dict[str, Any]]]:
+    """Feed ``recording`` to a new session in 40 ms appends, stepping it idle after each."""
+    events: list[dict[str, Any]] = []
+    session = session_factory(events.append)
+    pcm = to_pcm24(recording.audio)
+    size = 24_000 * 2 * CHUNK_MS // 1000
+    for offset in range(0, len(pcm), size):
+        chunk = base64.b64encode(pcm[offset : offset + size]).decode()
+        session.receive(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+        while session.step():
+            pass
+    session.receive(json.dumps({"type": "input_audio_buffer.commit"}))
+    while session.step():
+        pass
+    done = [
+        e["transcript"]
+        for e in events
+        if e["type"] == "conversation.item.input_audio_transcription.completed"
+    ]
+    _check_append_only(events)
+    return " ".join(t for t in done if t.strip()), events
+
+
+def _check_append_only(events: list[dict[str, Any]]) -> None:
+    deltas: dict[str, str] = {}
+    for event in events:
+        kind = event["type"]
+        if kind == "conversation.item.input_audio_transcription.delta":
+            deltas[event["item_id"]] = deltas.get(event["item_id"], "") + event["delta"]
+        elif kind == "conversation.item.input_audio_transcription.completed":
+            assert deltas.get(event["item_id"], "") == event["transcript"], event
+
+
+def whole_file(recording: Recording) -> str:
+    from extractor.asr.base import TranscribeOptions
+    from extractor.asr.faster import FasterWhisperEngine
+
+    engine = _ENGINE.setdefault("engine", FasterWhisperEngine(None, threads=2))
+    result = engine.transcribe(recording.audio, TranscribeOptions(language="en"))
+    return " ".join(s.text for s in result.segments)
+
+
+_ENGINE: dict[str, Any] = {}
+
+
+def main() -> None:
+    from extractor.realtime.decoder import WindowDecoder
+    from extractor.realtime.items import DecodePolicy
+    from extractor.realtime.session import Session
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--set", choices=["tuning", "held-out"], default="tuning")
+    parser.add_argument("--partial-beam", type=int, default=None)
+    parser.add_argument("--final-beam", type=int, default=None)
+    parser.add_argument("--agreement", type=int, default=None)
+    parser.add_argument("--hold-back", type=int, default=None)
+    parser.add_argument("--min-window", type=float, default=10.0)
+    parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--no-whole", action="store_true")
+    args = parser.parse_args()
+    base = DecodePolicy()
+    policy = DecodePolicy(
+        step_seconds=base.step_seconds,
+        partial_beam=args.partial_beam or base.partial_beam,
+        final_beam=args.final_beam or base.final_beam,
+        agreement=args.agreement or base.agreement,
+        hold_back=base.hold_back if args.hold_back is None else args.hold_back,
+    )
+    decoder = WindowDecoder(None, threads=2, min_window_seconds=args.min_window)
+    decoder.load()
+    refs, streamed, whole = [], [], []
+    for recording in recordings(args.set):
+        if args.only and recording.name not in args.only:
+            continue
+        started = time.perf_counter()
+        text, _events = stream(lambda emit: Session(decoder, emit, policy=policy), recording)
+        spent = time.perf_counter() - started
+        refs.append(recording.text)
+        streamed.append(text)
+        wer = speech_errors([recording.text], [text])
+        line = f"{recording.name}: {recording.seconds:.0f} s, streamed WER {wer.wer:.1%}"
+        if not args.no_whole:
+            whole.append(whole_file(recording))
+            line += f", whole {speech_errors([recording.text], [whole[-1]]).wer:.1%}"
+        print(line + f" ({spent:.0f} s)", flush=True)
+        print("   streamed:", text[:3000], flush=True)
+    total = speech_errors(refs, streamed)
+    line = f"ALL {args.set}: streamed WER {total.wer:.2%}"
+    if whole:
+        line += f", whole file {speech_errors(refs, whole).wer:.2%}"
+    print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
