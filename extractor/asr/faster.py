@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import EngineFailure, EngineTimeout, EngineUnavailable
 from ..heap import trim_heap
 from .base import TimedWord, TranscribeOptions, Transcript, TranscriptSegment
+from .sampling import OneSampleAtATime
 
 log = logging.getLogger(__name__)
 # Seconds the current thread's transcription spent in each timed part (see ``_timed``).
@@ -75,6 +76,8 @@ class FasterWhisperEngine:
                 cpu_threads=self.threads,
                 num_workers=self.parallel,
             )
+            # Fallback samples one at a time: a batch of 5 took a worker past 300 MB (sampling).
+            self._model.model = OneSampleAtATime(self._model.model)
         except (RuntimeError, ValueError, OSError) as exc:
             raise EngineUnavailable(
                 f"faster-whisper could not load {self.model_name}: {exc}"
