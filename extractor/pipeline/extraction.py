@@ -10,11 +10,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import cast
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -33,15 +34,15 @@ from extractor.media.sniff import MediaKind, Sniffed
 from extractor.media.spooled import decode_spooled
 from extractor.ocr.orientation import Reading, read_upright
 from extractor.ocr.tesseract import OcrOptions, TesseractEngine
-from extractor.pipeline.gate import EngineGate, PagesAhead, in_page_order
+from extractor.pipeline.gate import EngineGate, PagesAhead
 from extractor.pipeline.progress import Progress, ReportingEngine, no_progress, shifted
 from extractor.pipeline.request import ExtractionRequest
 from extractor.pipeline.transcript import Track, shift, transcript_lines
-from extractor.pipeline.turns import MemoryTurns
 from extractor.replies.importable import Document, DocumentKind, Line, Page
 from extractor.replies.spool import PageSpool
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 SPOOL_NAME = "lines.spool"  # a long OCR document's lines, in its request's work directory
 
 
@@ -77,7 +78,6 @@ class Extractor:
             settings.model_cache_dir, settings.engine_slots,
         )  # fmt: skip
         self.gate = EngineGate(settings.engine_slots, settings.queue_size)
-        self.turns = MemoryTurns()  # the encoder and an in-process page never at once
         self.speakers = SpeakerDiarizer(  # loads on first speakers=auto
             settings.asr_threads, settings.speakers_merge_similarity, settings.speakers_min_speech
         )
@@ -144,10 +144,7 @@ class Extractor:
                 return self._audio(
                     path, name, workdir, options, timings, cancel, report, on_segment
                 )
-            # A job (ungated) reads its pages through the CLI: see pipeline.turns.
-            return self._ocr(
-                path, name, sniffed, workdir, deadline, timings, options, report, gated
-            )
+            return self._ocr(path, name, sniffed, workdir, deadline, timings, options, report)
 
         with timings.stage("queue+work"):
             if not gated:
@@ -158,7 +155,7 @@ class Extractor:
 
     def _ocr(
         self, path: Path, name: str, sniffed: Sniffed, workdir: Path, deadline: float,
-        timings: Timings, options: ExtractionRequest, progress: Progress, warm: bool = True,
+        timings: Timings, options: ExtractionRequest, progress: Progress,
     ) -> Document:  # fmt: skip
         max_pages = self.settings.max_pages
         if sniffed.kind is MediaKind.PDF:
@@ -180,9 +177,7 @@ class Extractor:
                 ) as ahead:
                     document = self._assemble(
                         name, pdf.count, workdir,
-                        self._ocr_pages(
-                            pdf.count, ahead.get, deadline, timings, options, progress, warm
-                        ),
+                        self._ocr_pages(pdf.count, ahead.get, deadline, timings, options, progress),
                     )  # fmt: skip
             finally:
                 pdf.close()
@@ -192,8 +187,7 @@ class Extractor:
             document = self._assemble(
                 name, len(images), workdir,
                 self._ocr_pages(
-                    len(images), images.__getitem__, deadline, timings, options, progress,
-                    warm,
+                    len(images), images.__getitem__, deadline, timings, options, progress
                 ),
             )  # fmt: skip
         if len(document.pages) > 1 and self.settings.ocr_in_process_pages:
@@ -231,7 +225,7 @@ class Extractor:
 
     def _ocr_pages(
         self, count: int, page: Callable[[int], PageImage], deadline: float, timings: Timings,
-        options: ExtractionRequest, progress: Progress = no_progress, warm: bool = True,
+        options: ExtractionRequest, progress: Progress = no_progress,
     ) -> Iterator[tuple[Page, list[Line]]]:  # fmt: skip
         """OCR ``count`` pages, ``EXTRACTOR_OCR_PARALLEL_PAGES`` at a time, yielded in page order.
 
@@ -249,19 +243,18 @@ class Extractor:
 
         def one(index: int) -> tuple[Page, list[Line]]:
             image = page(index)
-            place = warm and in_process.acquire(blocking=False)  # never, with 0 places
+            warm = in_process.acquire(blocking=False)  # never, with 0 places
             try:
-                with self.turns.page(place) as inside:  # not while a transcription runs
-                    read = self._ocr_page(image, deadline, timings, options, in_process=inside)
+                read = self._ocr_page(image, deadline, timings, options, in_process=warm)
             finally:
-                if place:
+                if warm:
                     in_process.release()
             with counting:
                 done[0] += 1
                 progress(done[0], count)
             return read
 
-        return in_page_order(count, one, self.settings.page_parallelism)
+        return self._pages_in_parallel(count, one)
 
     def _ocr_page(
         self, image: PageImage, deadline: float, timings: Timings, options: ExtractionRequest,
@@ -288,6 +281,29 @@ class Extractor:
         return Page(image.index, image.width, image.height, 90 * turn.quarter, turn.skew), (
             reading.lines
         )
+
+    def _pages_in_parallel(self, count: int, work: Callable[[int], T]) -> Iterator[T]:
+        """Pages run concurrently (one Tesseract instance each), results yielded in page order,
+        each let go of once taken (a finished future would otherwise hold its page's lines)."""
+        if count == 1:
+            yield work(0)
+            return
+        with ThreadPoolExecutor(min(count, self.settings.page_parallelism)) as pool:
+            futures: list[Future[T] | None] = [pool.submit(work, i) for i in range(count)]
+            try:
+                for index, future in enumerate(futures):
+                    assert future is not None
+                    futures[index] = None
+                    result = future.result()
+                    del future
+                    yield result
+                    del result
+            except BaseException:
+                # One page failed (a 504, a bad page): the rest would only be thrown away.
+                for left in futures:
+                    if left is not None:
+                        left.cancel()
+                raise
 
     # -- audio ----------------------------------------------------------------------------
 
@@ -381,13 +397,6 @@ class Extractor:
         self, track: Track, options: TranscribeOptions, timings: Timings,
         progress: Progress = no_progress,
     ) -> Transcript:  # fmt: skip
-        """Transcribe ``track`` once no page is being read in process (``pipeline.turns``)."""
-        with self.turns.transcription():
-            return self._transcribe_track(track, options, timings, progress)
-
-    def _transcribe_track(
-        self, track: Track, options: TranscribeOptions, timings: Timings, progress: Progress
-    ) -> Transcript:
         """Transcribe ``track``, holding at most one window of it at a time.
 
         Whisper's feature extraction and the VAD both work on the whole signal at once, which
