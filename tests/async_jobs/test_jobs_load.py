@@ -31,6 +31,7 @@ def _latencies(client: httpx.Client, png: bytes, count: int) -> list[float]:
 
 
 @requires_espeak
+@pytest.mark.serial  # a latency ratio, measured alone (make test's second pass)
 @pytest.mark.timeout(900)
 def test_extract_stays_within_3x_while_two_jobs_run(tmp_path: Path) -> None:
     png = samples.encode_image(samples.text_page(PAGE_ONE).image, "PNG")
