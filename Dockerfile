@@ -75,7 +75,9 @@ COPY schemas ./schemas
 # protobuf). Then
 # everything is compiled to bytecode here: the root filesystem may be read-only at run time,
 # and no process should compile at start (torch ships a few py312_* files 3.11 cannot parse,
-# for its own tests). The imports prove nothing above broke a library.
+# for its own tests). The imports prove nothing above broke a library. The int8 copy of the speech
+# model is not written here (~40 MB past the image's 700 MB budget): workers write it into
+# EXTRACTOR_CACHE_DIR on first start when that is writable (README "Container image").
 RUN /opt/extractor/bin/pip install --no-deps . \
  && ! /opt/extractor/bin/pip check \
         | grep -v -e '^No broken requirements' -e ' requires triton,' -e ' requires hf-xet,' \
@@ -86,7 +88,6 @@ RUN /opt/extractor/bin/pip install --no-deps . \
         PIL.Image, psycopg, pypdfium2, tokenizers, faster_whisper, extractor.web.app, \
         extractor.labeling.app" \
  && mkdir -p /var/cache/extractor \
- && /opt/extractor/bin/python -c "from pathlib import Path; from extractor.asr.ct2_int8 import int8_model_dir; from extractor.asr.faster import bundled_model_dir; int8_model_dir(bundled_model_dir(), Path('/var/cache/extractor'))" \
  && if [ "$ENGINES" = openai ]; then \
         /opt/extractor/bin/python -c "from pathlib import Path; from extractor.asr.ct2_convert import cached_openai_checkpoint; from extractor.asr.faster import bundled_model_dir; cached_openai_checkpoint(bundled_model_dir(), Path('/var/cache/extractor'))"; \
     fi
