@@ -56,8 +56,12 @@ def test_the_microphone_button_shows_words_as_they_are_spoken(
         return {w.strip(".,!?") for w in text.split()}
 
     WebDriverWait(browser, 90).until(lambda d: {"quick", "over"} <= words(d))
-    completed = browser.find_elements(By.CSS_SELECTOR, "#live-text .live-turn.done")
-    assert completed, "a turn was completed"
+    # The words come as deltas while the turn is open; it completes once the speaker has paused
+    # (server VAD, 500 ms of silence, then the end's decode): wait for that rather than race it.
+    WebDriverWait(browser, 30).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#live-text .live-turn.done"),
+        message="no turn was completed",
+    )
     button.click()
     assert button.get_attribute("aria-pressed") == "false"
     errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
