@@ -191,6 +191,7 @@ _ENGINE: dict[str, Any] = {}
 def main() -> None:
     from extractor.realtime.decoder import WindowDecoder
     from extractor.realtime.items import DecodePolicy
+    from extractor.realtime import session
     from extractor.realtime.session import Session
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -201,10 +202,13 @@ def main() -> None:
     parser.add_argument("--hold-back", type=int, default=None)
     parser.add_argument("--repeat-words", type=int, default=None)
     parser.add_argument("--step", type=float, default=None)
+    parser.add_argument("--long-window", type=float, default=None)
     parser.add_argument("--min-window", type=float, default=10.0)
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--no-whole", action="store_true")
     args = parser.parse_args()
+    if args.long_window:  # a turn's window is cut at the next pause past this many seconds
+        session.LONG_WINDOW_SECONDS = args.long_window
     base = DecodePolicy()
     policy = DecodePolicy(
         step_seconds=args.step or base.step_seconds,
