@@ -271,9 +271,11 @@ def test_confidences_past_either_end_are_clamped_and_unboxed_words_left_out() ->
     )
     document = _document((Line(words, page_index=0, block=1, paragraph=1),))
     hocr = to_hocr(document)
-    assert "x_wconf 100\">over<" in hocr and "x_wconf 0\">under<" in hocr
+    assert 'x_wconf 100">over<' in hocr and 'x_wconf 0">under<' in hocr
     assert "unboxed" not in hocr and 'bbox 65 2 90 20">unknown<' in hocr
-    strings = [e.attrib for e in ET.fromstring(to_alto(document)).iter() if e.tag.endswith("String")]
+    strings = [
+        e.attrib for e in ET.fromstring(to_alto(document)).iter() if e.tag.endswith("String")
+    ]
     assert [(s["CONTENT"], s.get("WC")) for s in strings] == [
         ("over", "1.00"), ("under", "0.00"), ("unknown", None),
     ]  # fmt: skip
