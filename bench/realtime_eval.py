@@ -189,9 +189,9 @@ _ENGINE: dict[str, Any] = {}
 
 
 def main() -> None:
+    from extractor.realtime import session
     from extractor.realtime.decoder import WindowDecoder
     from extractor.realtime.items import DecodePolicy
-    from extractor.realtime import session
     from extractor.realtime.session import Session
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
