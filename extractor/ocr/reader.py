@@ -96,7 +96,8 @@ class PageReader:
     def _settle(self) -> None:
         """Start or stop the process to match what is wanted."""
         if self._wanted and not self.running:
-            self._process = self._spawn()
+            with self._busy:  # not swapped under a page that found the old one dead
+                self._process = self._spawn()
         elif not self._wanted and self._process is not None:
             with self._busy:  # a page being read finishes first
                 process, self._process = self._process, None
