@@ -189,6 +189,7 @@ _ENGINE: dict[str, Any] = {}
 
 
 def main() -> None:
+    from extractor.realtime import session
     from extractor.realtime.decoder import WindowDecoder
     from extractor.realtime.items import DecodePolicy
     from extractor.realtime.session import Session
@@ -199,27 +200,37 @@ def main() -> None:
     parser.add_argument("--final-beam", type=int, default=None)
     parser.add_argument("--agreement", type=int, default=None)
     parser.add_argument("--hold-back", type=int, default=None)
+    parser.add_argument("--repeat-words", type=int, default=None)
+    parser.add_argument("--step", type=float, default=None)
+    parser.add_argument("--long-window", type=float, default=None)
     parser.add_argument("--min-window", type=float, default=10.0)
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--no-whole", action="store_true")
     args = parser.parse_args()
+    if args.long_window:  # a turn's window is cut at the next pause past this many seconds
+        session.LONG_WINDOW_SECONDS = args.long_window
     base = DecodePolicy()
     policy = DecodePolicy(
-        step_seconds=base.step_seconds,
+        step_seconds=args.step or base.step_seconds,
         partial_beam=args.partial_beam or base.partial_beam,
         final_beam=args.final_beam or base.final_beam,
         agreement=args.agreement or base.agreement,
         hold_back=base.hold_back if args.hold_back is None else args.hold_back,
+        repeat_words=base.repeat_words if args.repeat_words is None else args.repeat_words,
     )
     decoder = WindowDecoder(None, threads=2, min_window_seconds=args.min_window)
     decoder.load()
     refs, streamed, whole = [], [], []
+    decode_total = audio_total = 0.0
     for recording in recordings(args.set):
         if args.only and recording.name not in args.only:
             continue
-        started = time.perf_counter()
+        started, busy = time.perf_counter(), decoder.seconds_busy
         text, _events = stream(lambda emit: Session(decoder, emit, policy=policy), recording)
         spent = time.perf_counter() - started
+        decoding = decoder.seconds_busy - busy
+        decode_total += decoding
+        audio_total += recording.seconds
         refs.append(recording.text)
         streamed.append(text)
         wer = speech_errors([recording.text], [text])
@@ -227,12 +238,15 @@ def main() -> None:
         if not args.no_whole:
             whole.append(whole_file(recording))
             line += f", whole {speech_errors([recording.text], [whole[-1]]).wer:.1%}"
-        print(line + f" ({spent:.0f} s)", flush=True)
+        cost = f"decode {decoding / recording.seconds:.3f} s per audio s"
+        print(line + f" ({spent:.0f} s, {cost})", flush=True)
         print("   streamed:", text[:3000], flush=True)
     total = speech_errors(refs, streamed)
     line = f"ALL {args.set}: streamed WER {total.wer:.2%}"
     if whole:
         line += f", whole file {speech_errors(refs, whole).wer:.2%}"
+    if audio_total:
+        line += f"; decode {decode_total / audio_total:.3f} s per audio s"
     print(line, flush=True)
 
 

@@ -259,6 +259,32 @@ def test_markup_and_tabs_in_words_and_names_are_escaped() -> None:
     assert to_tsv(tabbed).splitlines()[-1].split("\t")[-2] == "-1"  # no confidence known
 
 
+def test_confidences_past_either_end_are_clamped_and_unboxed_words_left_out() -> None:
+    """hOCR's x_wconf (0-100) and ALTO's WC (0-1) hold an engine's stray confidence within
+    bounds; a word without a box is in neither (nor in TSV), a word without a confidence has
+    none."""
+    words = (
+        Word("over", BoundingBox(1, 2, 30, 20), confidence=120.5),
+        Word("under", BoundingBox(35, 2, 60, 20), confidence=-3.0),
+        Word("unboxed", confidence=50.0),
+        Word("unknown", BoundingBox(65, 2, 90, 20)),
+    )
+    document = _document((Line(words, page_index=0, block=1, paragraph=1),))
+    hocr = to_hocr(document)
+    assert 'x_wconf 100">over<' in hocr and 'x_wconf 0">under<' in hocr
+    assert "unboxed" not in hocr and 'bbox 65 2 90 20">unknown<' in hocr
+    strings = [
+        e.attrib for e in ET.fromstring(to_alto(document)).iter() if e.tag.endswith("String")
+    ]
+    assert [(s["CONTENT"], s.get("WC")) for s in strings] == [
+        ("over", "1.00"), ("under", "0.00"), ("unknown", None),
+    ]  # fmt: skip
+    words_rows = [r.split("\t") for r in to_tsv(document).splitlines()[1:] if r[0] == "5"]
+    assert [(r[-1], r[-2]) for r in words_rows] == [
+        ("over", "120.500000"), ("under", "-3.000000"), ("unknown", "-1"),
+    ]  # fmt: skip
+
+
 def test_an_empty_page_still_renders_its_page() -> None:
     document = _document(())
     assert to_tsv(document).splitlines()[1].split("\t")[:2] == ["1", "1"]

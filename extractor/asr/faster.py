@@ -89,6 +89,12 @@ class FasterWhisperEngine:
         self._warm()
         log.info("faster-whisper loaded", extra={"model": self.model_name})
 
+    def whisper_model(self) -> Any:
+        """The loaded ``WhisperModel``, for a live decoder that runs on one of its CTranslate2
+        workers (``parallel`` counts it): the weights are shared, not loaded twice."""
+        self.load()
+        return self._model
+
     def _model_path(self) -> str:
         """The model directory to load: for int8, a copy already quantized (``ct2_int8``)."""
         from .ct2_int8 import loadable_model

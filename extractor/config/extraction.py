@@ -249,12 +249,25 @@ class Settings(JobSettings, EngineSettings):
     realtime_threads: int = setting(
         1,
         "threads",
-        "CPU threads of a worker's live decoder (one decoder per worker, models loaded on the"
-        " first live session).",
+        "CPU threads of a worker's live decoder. Equal to EXTRACTOR_ASR_THREADS (the default),"
+        " live sessions run on the file engine's model, its weights in memory once; otherwise"
+        " each worker loads a second copy on its first live session (~60 MB more).",
         at_least=1,
     )
 
     # -- derived --------------------------------------------------------------------------
+    @property
+    def live_shares_speech_model(self) -> bool:
+        """Whether a worker's live decoder runs on the file engine's model (one more of its
+        CTranslate2 workers, the weights shared) instead of loading a second copy: a second
+        copy took a worker streaming beside a file transcription to 379 MB (bench/memory.md).
+        Only the default engine, and only with the same threads, can share."""
+        return (
+            self.realtime_sessions >= 1
+            and self.asr_engine == "faster-whisper"
+            and self.realtime_threads == self.asr_threads
+        )
+
     @property
     def worker_count(self) -> int:
         return self.workers or cpu_count()

@@ -72,9 +72,12 @@ class Extractor:
             )
         )  # fmt: skip
         factory = ENGINES[settings.asr_engine]
+        # One CTranslate2 worker more than the engine slots when live sessions run on the same
+        # model (extractor.realtime.worker): a live decode never queues behind a file's.
+        replicas = settings.engine_slots + int(settings.live_shares_speech_model)
         self.speech: SpeechEngine = factory(
             settings.asr_model, settings.asr_threads, settings.asr_compute_type,
-            settings.model_cache_dir, settings.engine_slots,
+            settings.model_cache_dir, replicas,
         )  # fmt: skip
         self.gate = EngineGate(settings.engine_slots, settings.queue_size)
         self.turns = MemoryTurns(self.ocr.reader)  # the encoder and an in-process page: never both

@@ -18,6 +18,7 @@ class DecodePolicy:
     final_beam: int = 1
     agreement: int = 2  # consecutive hypotheses that must agree on a word (LocalAgreement-n)
     hold_back: int = 0  # last words of a hypothesis it never confirms
+    repeat_words: int = 0  # a hypothesis is cut where it repeats this many words (0: never)
 
     def new_agreement(self) -> LocalAgreement:
         return LocalAgreement(hold_back=self.hold_back, hypotheses=self.agreement)

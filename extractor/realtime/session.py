@@ -36,6 +36,7 @@ from .audio import SAMPLE_RATE, AudioInput
 from .decoder import WindowDecoder
 from .events import ProtocolError, ServerVad, SessionConfig
 from .items import DecodePolicy, Item
+from .repeats import unrepeated
 from .turns import TurnDetector
 
 log = logging.getLogger(__name__)
@@ -269,15 +270,11 @@ class Session:
     def _committed(self, item: Item, end: int) -> None:
         item.end, item.previous_id = end, self.previous_item_id
         self.buffer_start = end
-        added = {"previous_item_id": self.previous_item_id, "item": ev.user_item(item.id)}
+        previous = {"previous_item_id": self.previous_item_id}
+        self.emit(ev.server_event("input_audio_buffer.committed", **previous, item_id=item.id))
         self.emit(
-            ev.server_event(
-                "input_audio_buffer.committed",
-                previous_item_id=self.previous_item_id,
-                item_id=item.id,
-            )
+            ev.server_event("conversation.item.added", **previous, item=ev.user_item(item.id))
         )
-        self.emit(ev.server_event("conversation.item.added", **added))
         self.previous_item_id = item.id
         self.finishing.append(item)
 
@@ -308,9 +305,10 @@ class Session:
     def _decode(self, item: Item, end: int, beam: int) -> list[str]:
         audio = self._span(item.window, end)
         item.decoded_to = end
-        return self.decoder.decode(
+        words = self.decoder.decode(
             audio, prefix=item.window_text, prompt=self._prompt(item), beam_size=beam
         )
+        return unrepeated(item.words, words, self.policy.repeat_words)
 
     def _send(self, item: Item, words: list[str], heard_at: int) -> None:
         """Send ``words``, first heard by the decode that ran up to sample ``heard_at``."""

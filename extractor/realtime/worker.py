@@ -9,6 +9,7 @@ the extractor's settings from the app the worker loaded and builds the worker's 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from .connection import RealtimeLimits, RealtimeServer
@@ -39,6 +40,7 @@ def realtime_server(worker: Any, settings: Any) -> RealtimeServer | None:
         compute_type=settings.asr_compute_type,
         min_window_seconds=settings.realtime_min_window_seconds,
         cache_dir=settings.model_cache_dir,
+        shared=_file_engine_model(worker, settings),
     )
     policy = DecodePolicy(
         step_seconds=settings.realtime_step_seconds,
@@ -52,6 +54,17 @@ def realtime_server(worker: Any, settings: Any) -> RealtimeServer | None:
         max_append_bytes=limits.max_append_bytes,
     )
     return RealtimeServer(worker, scheduler, limits, settings.secret)
+
+
+def _file_engine_model(worker: Any, settings: Any) -> Callable[[], Any] | None:
+    """The file engine's ``WhisperModel`` getter when live sessions share it (the settings'
+    ``live_shares_speech_model``: its engine was built with a CTranslate2 worker for them)."""
+    if not settings.live_shares_speech_model:
+        return None
+    app = getattr(worker, "wsgi", None)
+    extractor = getattr(app, "extensions", {}).get("extractor")
+    speech = getattr(extractor, "speech", None)
+    return getattr(speech, "whisper_model", None)
 
 
 class RealtimeWorkerMixin:

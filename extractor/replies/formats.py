@@ -22,6 +22,7 @@ from extractor.replies.importable import (
     DocumentKind,
     Line,
     Page,
+    Word,
     to_importable,
     to_srt,
     to_text,
@@ -80,12 +81,26 @@ def _union(boxes: Iterator[BoundingBox]) -> BoundingBox:
     return BoundingBox(left, top, right, bottom)
 
 
+def _boxed(line: Line) -> list[tuple[Word, BoundingBox]]:
+    """The line's words that have a box, each with it (the layouts leave the others out)."""
+    return [(word, word.box) for word in line.words if word.box is not None]
+
+
 def _line_box(line: Line) -> BoundingBox:
-    return _union(w.box for w in line.words if w.box is not None)
+    return _union(box for _word, box in _boxed(line))
+
+
+def _paragraph_box(paragraph: _Paragraph) -> BoundingBox:
+    return _union(_line_box(line) for line in paragraph.lines)
+
+
+def _percent(word: Word) -> float | None:
+    """The word's confidence within 0-100 (an engine may stray past either end), or None."""
+    return None if word.confidence is None else min(max(word.confidence, 0.0), 100.0)
 
 
 def _block_box(block: _Block) -> BoundingBox:
-    return _union(_line_box(line) for p in block.paragraphs for line in p.lines)
+    return _union(_paragraph_box(paragraph) for paragraph in block.paragraphs)
 
 
 def _layout(document: Document) -> Iterator[tuple[Page, tuple[_Block, ...]]]:
@@ -159,22 +174,18 @@ def hocr_pieces(document: Document) -> Iterator[str]:
             box = _bbox(_block_box(block))
             yield (f'   <div class="ocr_carea" id="{ident("block", page)}" title="{box}">\n')
             for paragraph in block.paragraphs:
-                box = _bbox(_union(_line_box(line) for line in paragraph.lines))
+                box = _bbox(_paragraph_box(paragraph))
                 yield (f'    <p class="ocr_par" id="{ident("par", page)}" title="{box}">\n')
                 for line in paragraph.lines:
                     box = _bbox(_line_box(line)) + angle
                     yield (f'     <span class="ocr_line" id="{ident("line", page)}" title="{box}">')
                     words = []
-                    for word in line.words:
-                        if word.box is None:
-                            continue
-                        conf = (
-                            "" if word.confidence is None
-                            else f"; x_wconf {round(min(max(word.confidence, 0), 100))}"
-                        )  # fmt: skip
+                    for word, word_box in _boxed(line):
+                        percent = _percent(word)
+                        conf = "" if percent is None else f"; x_wconf {round(percent)}"
                         words.append(
                             f'<span class="ocrx_word" id="{ident("word", page)}"'
-                            f' title="{_bbox(word.box)}{conf}">{escape(word.text)}</span>'
+                            f' title="{_bbox(word_box)}{conf}">{escape(word.text)}</span>'
                         )
                     yield (" ".join(words) + "</span>\n")
                 yield ("    </p>\n")
@@ -229,7 +240,7 @@ def alto_pieces(document: Document) -> Iterator[str]:
         rotation = f' ROTATION="{page.text_angle:g}"' if page.text_angle else ""
         for block in blocks:
             for paragraph in block.paragraphs:
-                box = _union(_line_box(line) for line in paragraph.lines)
+                box = _paragraph_box(paragraph)
                 yield (
                     f'    <TextBlock ID="block_{p}_{block.number}_{paragraph.number}"'
                     f" {_position(box)}{rotation}>\n"
@@ -240,24 +251,20 @@ def alto_pieces(document: Document) -> Iterator[str]:
                         f'     <TextLine ID="line_{p}_{line_number}" {_position(_line_box(line))}>'
                     )
                     previous: BoundingBox | None = None
-                    for word in line.words:
-                        if word.box is None:
-                            continue
+                    for word, word_box in _boxed(line):
                         if previous is not None:
-                            gap = max(word.box.left - previous.right, 0)
+                            gap = max(word_box.left - previous.right, 0)
                             yield (
                                 f'<SP WIDTH="{gap}" HPOS="{previous.right}" VPOS="{previous.top}"/>'
                             )
                         word_number += 1
-                        wc = (
-                            "" if word.confidence is None
-                            else f' WC="{min(max(word.confidence, 0.0), 100.0) / 100:.2f}"'
-                        )  # fmt: skip
+                        percent = _percent(word)
+                        wc = "" if percent is None else f' WC="{percent / 100:.2f}"'
                         yield (
-                            f'<String ID="string_{p}_{word_number}" {_position(word.box)}{wc}'
+                            f'<String ID="string_{p}_{word_number}" {_position(word_box)}{wc}'
                             f' CONTENT="{escape(word.text, True)}"/>'
                         )
-                        previous = word.box
+                        previous = word_box
                     yield ("</TextLine>\n")
                 yield ("    </TextBlock>\n")
         yield ("   </PrintSpace>\n  </Page>\n")
@@ -295,15 +302,13 @@ def tsv_pieces(document: Document) -> Iterator[str]:
             yield row(2, (p, b), _block_box(block), "-1", "")
             for paragraph in block.paragraphs:
                 par = paragraph.number
-                yield row(3, (p, b, par), _union(_line_box(ln) for ln in paragraph.lines), "-1", "")
+                yield row(3, (p, b, par), _paragraph_box(paragraph), "-1", "")
                 for n, line in enumerate(paragraph.lines, start=1):
                     yield row(4, (p, b, par, n), _line_box(line), "-1", "")
-                    boxed = [w for w in line.words if w.box is not None]
-                    for k, word in enumerate(boxed, start=1):
-                        assert word.box is not None
+                    for k, (word, word_box) in enumerate(_boxed(line), start=1):
                         conf = "-1" if word.confidence is None else f"{word.confidence:.6f}"
                         text = " ".join(word.text.split())
-                        yield row(5, (p, b, par, n, k), word.box, conf, text)
+                        yield row(5, (p, b, par, n, k), word_box, conf, text)
     yield "\n"
 
 

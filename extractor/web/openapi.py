@@ -18,8 +18,6 @@ import json
 from importlib.resources.abc import Traversable
 from typing import Any
 
-import yaml
-
 from extractor.pipeline.request import OPTIONS, Option
 from extractor.replies.schemas import SCHEMAS_DIR
 
@@ -34,6 +32,9 @@ def load_openapi() -> dict[str, Any]:
 
 @functools.cache
 def _document() -> dict[str, Any]:
+    # PyYAML (20 modules, ~1 MB of a worker) only when the document is first asked for.
+    import yaml
+
     document = _with_options(yaml.safe_load(OPENAPI_FILE.read_text(encoding="utf-8")))
     inlined = _inline_files(document, "#", SCHEMAS_DIR)
     assert isinstance(inlined, dict)
