@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from .pagecache import settle_library_pages
+
 log = logging.getLogger(__name__)
 
 
@@ -68,6 +70,8 @@ class Server:
         ]
         command += [*self.flags, "--log-level", self.log_level]
         log.info("starting server %s: %s", self.name, " ".join(command[2:]))
+        # Its RSS as on a machine where pip did not just write the libraries (bench/pagecache.py).
+        settle_library_pages()
         with self.log_path.open("wb") as sink:
             # A session of its own, so stopping it reaches every worker and Tesseract child.
             self.process = subprocess.Popen(

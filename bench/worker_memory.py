@@ -26,7 +26,6 @@ import urllib.request
 from pathlib import Path
 
 from .load import Upload, post
-from .pagecache import settle_library_pages
 from .server import Server, memory_mb, reset_peak
 
 
@@ -60,7 +59,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="inputs sent per job")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    settle_library_pages()  # the worker's own memory, not how pip left the page cache
     with tempfile.TemporaryDirectory(prefix="extractor-bench-") as tmp:
         settings = [f"EXTRACTOR_DATA_DIR={tmp}", *args.env]  # the job database
         with TunedServer("--workers", "1", settings=settings, log_dir=Path(tmp)) as server:

@@ -15,6 +15,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -107,6 +110,20 @@ def stop_server(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+@contextmanager
+def serving(scratch: Path, *args: str, log: Path | None = None) -> Iterator[str]:
+    """A real ``extractor serve`` (``args``: its options) with ``--tmp-dir scratch``, its stderr
+    into the file ``log`` when given: its URL while the block runs, then stopped, after which
+    ``scratch`` must be empty (every request cleans up after itself, even one cut short)."""
+    with log.open("wb") if log is not None else nullcontext() as sink:
+        url, process = start_server(*args, "--tmp-dir", str(scratch), log=sink)
+        try:
+            yield url
+        finally:
+            stop_server(process)
+    assert list(scratch.iterdir()) == [], "the server left temporary files behind"
 
 
 def have(tool: str) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 import openai
 import pytest
 from flask import Flask
-from support import SPOKEN, start_server, stop_server, words_of
+from support import SPOKEN, serving, words_of
 
 from extractor import samples
 from extractor.web.openai_api import GRANULARITIES, RENDERINGS
@@ -23,13 +23,10 @@ SECRET = "openai-s3cret"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    scratch = tmp_path_factory.mktemp("openai-server-tmp")
-    url, process = start_server("--workers", "1", "--tmp-dir", str(scratch), "--secret", SECRET)
-    try:
+    with serving(
+        tmp_path_factory.mktemp("openai-server-tmp"), "--workers", "1", "--secret", SECRET
+    ) as url:
         yield url
-    finally:
-        stop_server(process)
-    assert list(scratch.iterdir()) == [], "the server left temporary files behind"
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support import PAGE_ONE, PLATFORM_ACCEPT, SPOKEN, start_server, stop_server, words_of
+from support import PAGE_ONE, PLATFORM_ACCEPT, SPOKEN, serving, words_of
 
 from extractor import samples
 
@@ -22,15 +22,8 @@ def server_log(tmp_path_factory: pytest.TempPathFactory) -> Any:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, server_log: Any) -> Iterator[str]:
     scratch = tmp_path_factory.mktemp("server-tmp")
-    with server_log.open("wb") as log:
-        url, process = start_server(
-            "--workers", "2", "--tmp-dir", str(scratch), "--secret", "t0ken", log=log
-        )
-        try:
-            yield url
-        finally:
-            stop_server(process)
-    assert list(scratch.iterdir()) == [], "the server left temporary files behind"
+    with serving(scratch, "--workers", "2", "--secret", "t0ken", log=server_log) as url:
+        yield url
 
 
 def platform_post(url: str, data: bytes, filename: str, **headers: str) -> httpx.Response:

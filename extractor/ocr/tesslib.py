@@ -288,12 +288,9 @@ class WarmPool:
                 self._idle.setdefault(key, []).append(fresh)
 
     def release_idle(self) -> None:
-        """End every idle API (pages being read keep theirs); the next page loads one again."""
-        with self._lock:
-            ended = [api for apis in self._idle.values() for api in apis]
-            self._idle.clear()
-        for api in ended:
-            api.close()
+        """End every idle API (pages being read keep theirs) and the dictionaries no API uses
+        any more; the next page loads them again."""
+        self.close()
         self.library.drop_unused_dictionaries()  # those of an API still reading pages stay
 
     def idle_keys(self) -> list[tuple[str, int | None]]:

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from realtime_support import FIRST, SECOND
-from support import start_server, stop_server
+from support import serving, start_server, stop_server
 
 from extractor.samples import repeat_speech, speech_wav, two_speaker_stereo
 from extractor.samples.prose import APACHE_DEFINITIONS
@@ -41,13 +41,8 @@ def server_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(scratch: Path, server_log: Path) -> Iterator[str]:
-    with server_log.open("wb") as log:
-        url, process = start_server("--workers", "1", "--tmp-dir", str(scratch), log=log)
-        try:
-            yield url
-        finally:
-            stop_server(process)
-    assert list(scratch.iterdir()) == [], "the server left temporary files behind"
+    with serving(scratch, "--workers", "1", log=server_log) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
