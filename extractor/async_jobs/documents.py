@@ -5,31 +5,53 @@ A job keeps what the engine found (the ``Document``), not one rendering of it: `
 ``render`` as ``POST /extract``, so the reply is byte-equal to the synchronous one in every
 format without running the engine again. JSON keeps every value exactly (floats by their
 shortest repr, ints, text); tuples come back as tuples, the kind as its enum.
+
+A long document's lines are in a spool on disk (``replies.spool``): ``packed_document`` writes
+them into the deflated JSON a line at a time, one page of them in memory, so storing a 100-page
+job's result no longer holds all its ``Line`` objects, their JSON tree and its text at once.
 """
 
 from __future__ import annotations
 
 import json
+import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from extractor.replies.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
 
 
 def dump_document(document: Document) -> bytes:
-    """The document as UTF-8 JSON (what the job store keeps)."""
-    stored = {
-        "name": document.name,
-        "kind": document.kind.value,
-        "lines": [_dump_line(line) for line in document.lines],
-        "pages": [
-            [page.index, page.width, page.height, page.rotation, page.skew]
-            for page in document.pages
-        ],
-        "language": document.language,
-        "duration_ms": document.duration_ms,
-        "extra": document.extra,
-    }
-    return json.dumps(stored, ensure_ascii=False, separators=(",", ":")).encode()
+    """The document as UTF-8 JSON (what the job store keeps, deflated)."""
+    return b"".join(document_pieces(document))
+
+
+def packed_document(document: Document, level: int = 6) -> bytes:
+    """``dump_document`` deflated (``store.unpack`` reads it), made a line at a time: only the
+    deflated bytes grow with the document (a transcript's JSON shrinks ~5x)."""
+    deflate = zlib.compressobj(level)
+    packed = [deflate.compress(piece) for piece in document_pieces(document)]
+    packed.append(deflate.flush())
+    return b"".join(packed)
+
+
+def document_pieces(document: Document) -> Iterator[bytes]:
+    """``dump_document``'s JSON in pieces, one per line of the document: the same bytes as one
+    ``json.dumps`` of the whole (``tests/async_jobs/test_documents.py`` checks it)."""
+    yield b'{"name":' + _json(document.name) + b',"kind":' + _json(document.kind.value)
+    yield b',"lines":['
+    for number, line in enumerate(document.lines):
+        yield (b"," if number else b"") + _json(_dump_line(line))
+    pages = [
+        [page.index, page.width, page.height, page.rotation, page.skew] for page in document.pages
+    ]
+    yield b'],"pages":' + _json(pages) + b',"language":' + _json(document.language)
+    yield b',"duration_ms":' + _json(document.duration_ms) + b',"extra":' + _json(document.extra)
+    yield b"}"
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def load_document(data: bytes) -> Document:

@@ -20,11 +20,10 @@ import time
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from extractor.async_jobs.documents import dump_document
 from extractor.async_jobs.errors import JobsUnavailable
 from extractor.async_jobs.extraction_jobs import KIND, ExtractionJobs, mark_webhook_due
 from extractor.async_jobs.options import job_request
-from extractor.async_jobs.store import ExtractionJob, pack
+from extractor.async_jobs.store import ExtractionJob
 from extractor.async_jobs.work import ExtractionWork
 from extractor.config import Settings
 from extractor.errors import ExtractorError
@@ -111,11 +110,10 @@ class ExtractionHandler:
         try:
             options = job_request(view.options)
             left = self.settings.job_timeout - run.run_seconds()
-            document = self.work.extract(
+            stored = self.work.extract(
                 run.queue, job_id, view.filename, options, Progress(run), left, run.check,
                 cancelled,
             )  # fmt: skip
-            stored = pack(dump_document(document))
 
             def write(session: Session) -> str:
                 session.execute(

@@ -109,11 +109,6 @@ def write_chunks(chunks: Iterator[bytes], out: BinaryIO) -> int:
     return total
 
 
-def pack(document_json: bytes) -> bytes:
-    """A stored Document: JSON deflated (a transcript's JSON shrinks ~5x)."""
-    return zlib.compress(document_json, 6)
-
-
 def unpack(stored: bytes) -> bytes:
-    """The Document's JSON back."""
+    """The Document's JSON back (stored by ``documents.packed_document``)."""
     return zlib.decompress(stored)

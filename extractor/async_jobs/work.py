@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 
+from extractor.async_jobs.documents import packed_document
 from extractor.jobs import JobQueue
 from extractor.pipeline.extraction import Extractor, Timings
 from extractor.pipeline.reply import check_upload, reply_name, workspace
 from extractor.pipeline.request import ExtractionRequest, Limits
-from extractor.replies.importable import Document
 
 ProgressReport = Callable[[float, float], None]
 
@@ -38,10 +37,10 @@ class ExtractionWork:
         seconds: float,
         check: Callable[[], None],
         cancel: threading.Event,
-    ) -> Document:
-        """The job's Document: the upload's chunks joined in a workspace (``check`` between
-        chunks stops a cancelled job), checked, extracted within ``seconds``; ``cancel`` set
-        stops the speech engine at its next segment."""
+    ) -> bytes:
+        """The job's Document as stored (``packed_document``): the upload's chunks joined in a
+        workspace (``check`` between chunks stops a cancelled job), checked, extracted within
+        ``seconds``; ``cancel`` set stops the speech engine at its next segment."""
         with workspace(self.settings) as workdir:
             path = workdir / "upload"
             with path.open("wb") as out:
@@ -53,6 +52,6 @@ class ExtractionWork:
                 path, reply_name(filename), sniffed, workdir, options, Timings(),
                 progress=progress, timeout=seconds, gated=False, cancel=cancel,
             )  # fmt: skip
-            # A long document's lines are spooled in the workspace, which goes now: the job
-            # stores the whole Document (deflated) anyway, so it holds them in memory as before.
-            return replace(document, lines=tuple(document.lines))
+            # A long document's lines are spooled in the workspace: stored from there, a line
+            # at a time, before the workspace goes.
+            return packed_document(document)

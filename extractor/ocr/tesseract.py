@@ -16,6 +16,7 @@ import pytesseract
 
 from extractor.errors import EngineTimeout, EngineUnavailable, InvalidParameter, UnsupportedMedia
 from extractor.media.images import PageImage
+from extractor.ocr.reader import PageReader, ReaderUnavailable
 from extractor.ocr.tesslib import LibraryUnavailable, WarmPool, shared_pool
 from extractor.replies.importable import BoundingBox, Line, Word
 
@@ -49,6 +50,8 @@ class TesseractEngine:
         self._pool: WarmPool | None = None
         self._tried_library = not options.in_process
         self._installed: frozenset[str] | None = None
+        # Pages read while the worker transcribes, in a warm process of their own (``reader``).
+        self.reader = PageReader(options.languages, options.psm, options.warm_engines)
         # pytesseract starts tesseract with its module-level ``environ``. Give Tesseract its own
         # copy with the limit rather than setting it process-wide: CTranslate2 in this same
         # process silently decodes garbage when OMP_THREAD_LIMIT is below its thread count.
@@ -131,18 +134,27 @@ class TesseractEngine:
 
     def recognise(
         self, page: PageImage, deadline: float, languages: str | None = None, *,
-        in_process: bool = True,
+        in_process: bool = True, reader: bool = False,
     ) -> list[Line]:  # fmt: skip
         """OCR one page with ``languages`` ('+'-joined; None: the configured ones); every line,
         word and box comes from the same TSV output. ``in_process=False`` reads it through the
         CLI even when the library is loaded: the same words and boxes, in another process's
-        memory."""
+        memory; ``reader=True`` in the warm reader process (``ocr.reader``) if it runs and is
+        free, else through the CLI."""
         languages = languages or self.options.languages
         if languages != self.options.languages:
             missing = sorted(set(languages.split("+")) - self.installed_languages())
             if missing:
                 raise InvalidParameter(f"OCR languages not installed: {', '.join(missing)}")
-        pool = self._library() if in_process else None
+        if reader:
+            with self.reader.claim() as ours:
+                try:
+                    if ours:
+                        tsv = self.reader.tsv(page.path, page.index, languages, deadline)
+                        return lines_from_tsv(parse_tsv(tsv), page)
+                except ReaderUnavailable as exc:  # it died: this page goes through the CLI
+                    log.warning("page reader unavailable", extra={"error": str(exc)})
+        pool = self._library() if in_process and not reader else None
         if pool is None:
             return self._recognise_cli(page, deadline, languages)
         try:

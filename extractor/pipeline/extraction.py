@@ -10,12 +10,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import cast
 
 import numpy as np
 
@@ -34,15 +33,15 @@ from extractor.media.sniff import MediaKind, Sniffed
 from extractor.media.spooled import decode_spooled
 from extractor.ocr.orientation import Reading, read_upright
 from extractor.ocr.tesseract import OcrOptions, TesseractEngine
-from extractor.pipeline.gate import EngineGate, PagesAhead
+from extractor.pipeline.gate import EngineGate, PagesAhead, in_page_order
 from extractor.pipeline.progress import Progress, ReportingEngine, no_progress, shifted
 from extractor.pipeline.request import ExtractionRequest
 from extractor.pipeline.transcript import Track, shift, transcript_lines
+from extractor.pipeline.turns import MemoryTurns, Place
 from extractor.replies.importable import Document, DocumentKind, Line, Page
 from extractor.replies.spool import PageSpool
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 SPOOL_NAME = "lines.spool"  # a long OCR document's lines, in its request's work directory
 
 
@@ -81,6 +80,7 @@ class Extractor:
             settings.model_cache_dir, replicas,
         )  # fmt: skip
         self.gate = EngineGate(settings.engine_slots, settings.queue_size)
+        self.turns = MemoryTurns(self.ocr.reader)  # the encoder and an in-process page: never both
         self.speakers = SpeakerDiarizer(  # loads on first speakers=auto
             settings.asr_threads, settings.speakers_merge_similarity, settings.speakers_min_speech
         )
@@ -90,6 +90,7 @@ class Extractor:
         """Load and warm everything; gunicorn calls this in each worker right after the fork."""
         started = time.monotonic()
         limit_heap_retention()
+        self.ocr.reader.start_keeper()  # at this thread's priority, not a job's (ocr.reader)
         # The speech model first: loaded after Tesseract's, its loading scratch fragmented the
         # heap around Tesseract's models and a ready worker held 4 MB more.
         self.speech.load()
@@ -145,9 +146,13 @@ class Extractor:
                 raise EngineTimeout("the extraction was cancelled before it started")
             if sniffed.kind is MediaKind.AUDIO:
                 return self._audio(
-                    path, name, workdir, options, timings, cancel, report, on_segment
-                )
-            return self._ocr(path, name, sniffed, workdir, deadline, timings, options, report)
+                    path, name, workdir, options, timings, cancel, report, on_segment,
+                    job=not gated,
+                )  # fmt: skip
+            # A job (ungated) reads its pages through the CLI: see pipeline.turns.
+            return self._ocr(
+                path, name, sniffed, workdir, deadline, timings, options, report, not gated
+            )
 
         with timings.stage("queue+work"):
             if not gated:
@@ -158,7 +163,7 @@ class Extractor:
 
     def _ocr(
         self, path: Path, name: str, sniffed: Sniffed, workdir: Path, deadline: float,
-        timings: Timings, options: ExtractionRequest, progress: Progress,
+        timings: Timings, options: ExtractionRequest, progress: Progress, job: bool = False,
     ) -> Document:  # fmt: skip
         max_pages = self.settings.max_pages
         if sniffed.kind is MediaKind.PDF:
@@ -180,7 +185,9 @@ class Extractor:
                 ) as ahead:
                     document = self._assemble(
                         name, pdf.count, workdir,
-                        self._ocr_pages(pdf.count, ahead.get, deadline, timings, options, progress),
+                        self._ocr_pages(
+                            pdf.count, ahead.get, deadline, timings, options, progress, job
+                        ),
                     )  # fmt: skip
             finally:
                 pdf.close()
@@ -190,7 +197,7 @@ class Extractor:
             document = self._assemble(
                 name, len(images), workdir,
                 self._ocr_pages(
-                    len(images), images.__getitem__, deadline, timings, options, progress
+                    len(images), images.__getitem__, deadline, timings, options, progress, job
                 ),
             )  # fmt: skip
         if len(document.pages) > 1 and self.settings.ocr_in_process_pages:
@@ -228,7 +235,7 @@ class Extractor:
 
     def _ocr_pages(
         self, count: int, page: Callable[[int], PageImage], deadline: float, timings: Timings,
-        options: ExtractionRequest, progress: Progress = no_progress,
+        options: ExtractionRequest, progress: Progress = no_progress, job: bool = False,
     ) -> Iterator[tuple[Page, list[Line]]]:  # fmt: skip
         """OCR ``count`` pages, ``EXTRACTOR_OCR_PARALLEL_PAGES`` at a time, yielded in page order.
 
@@ -248,7 +255,8 @@ class Extractor:
             image = page(index)
             warm = in_process.acquire(blocking=False)  # never, with 0 places
             try:
-                read = self._ocr_page(image, deadline, timings, options, in_process=warm)
+                with self.turns.page(warm, job) as place:  # not beside a transcription
+                    read = self._ocr_page(image, deadline, timings, options, place)
             finally:
                 if warm:
                     in_process.release()
@@ -257,11 +265,11 @@ class Extractor:
                 progress(done[0], count)
             return read
 
-        return self._pages_in_parallel(count, one)
+        return in_page_order(count, one, self.settings.page_parallelism)
 
     def _ocr_page(
         self, image: PageImage, deadline: float, timings: Timings, options: ExtractionRequest,
-        *, in_process: bool = True,
+        place: Place = Place.IN_PROCESS,
     ) -> tuple[Page, list[Line]]:  # fmt: skip
         if image.derived:
             # A re-encoded image's pixels were just freed; glibc would keep them in its arenas
@@ -271,7 +279,10 @@ class Extractor:
             trim_heap()
 
         def read(page: PageImage) -> list[Line]:
-            return self.ocr.recognise(page, deadline, options.ocr_languages, in_process=in_process)
+            return self.ocr.recognise(
+                page, deadline, options.ocr_languages,
+                in_process=place is Place.IN_PROCESS, reader=place is Place.READER,
+            )  # fmt: skip
 
         rotate = self.settings.ocr_rotate if options.ocr_rotate is None else options.ocr_rotate
         try:
@@ -285,35 +296,12 @@ class Extractor:
             reading.lines
         )
 
-    def _pages_in_parallel(self, count: int, work: Callable[[int], T]) -> Iterator[T]:
-        """Pages run concurrently (one Tesseract instance each), results yielded in page order,
-        each let go of once taken (a finished future would otherwise hold its page's lines)."""
-        if count == 1:
-            yield work(0)
-            return
-        with ThreadPoolExecutor(min(count, self.settings.page_parallelism)) as pool:
-            futures: list[Future[T] | None] = [pool.submit(work, i) for i in range(count)]
-            try:
-                for index, future in enumerate(futures):
-                    assert future is not None
-                    futures[index] = None
-                    result = future.result()
-                    del future
-                    yield result
-                    del result
-            except BaseException:
-                # One page failed (a 504, a bad page): the rest would only be thrown away.
-                for left in futures:
-                    if left is not None:
-                        left.cancel()
-                raise
-
     # -- audio ----------------------------------------------------------------------------
 
     def _audio(
         self, path: Path, name: str, workdir: Path, options: ExtractionRequest, timings: Timings,
         cancel: threading.Event, progress: Progress,
-        on_segment: Callable[[TranscriptSegment], None] | None = None,
+        on_segment: Callable[[TranscriptSegment], None] | None = None, *, job: bool = False,
     ) -> Document:  # fmt: skip
         by_channel = options.speakers == "channels"
         if options.speakers == "auto":
@@ -360,17 +348,18 @@ class Extractor:
                 for channel in range(2):
                     before = channel * tracks[0].windows[-1][1]
                     report = partial(shifted, progress, before, total)
-                    transcript = self._transcribe(tracks[channel], transcribe, timings, report)
+                    transcript = self._transcribe(tracks[channel], transcribe, timings, report, job)
                     speaker = f"Speaker {channel + 1}"
                     lines += transcript_lines(transcript, duration_ms, speaker, transcribe)
                     language = language or transcript.language
                 lines.sort(key=lambda line: (line.start_ms or 0, line.end_ms or 0))
             elif options.speakers == "auto":
                 lines, language = self._speaker_lines(
-                    tracks[0], duration_ms, transcribe, timings, options.speaker_count, progress
-                )
+                    tracks[0], duration_ms, transcribe, timings, options.speaker_count, progress,
+                    job,
+                )  # fmt: skip
             else:
-                transcript = self._transcribe(tracks[0], transcribe, timings, progress)
+                transcript = self._transcribe(tracks[0], transcribe, timings, progress, job)
                 lines = transcript_lines(transcript, duration_ms, None, transcribe)
                 language = transcript.language
         return Document(
@@ -380,11 +369,11 @@ class Extractor:
 
     def _speaker_lines(
         self, track: Track, duration_ms: int, options: TranscribeOptions, timings: Timings,
-        count: SpeakerCount | None, progress: Progress,
+        count: SpeakerCount | None, progress: Progress, job: bool,
     ) -> tuple[list[Line], str | None]:  # fmt: skip
         """``speakers=auto``: transcribe with word times, diarize, then label and split lines."""
         transcript = self._transcribe(
-            track, replace(options, word_timestamps=True), timings, progress
+            track, replace(options, word_timestamps=True), timings, progress, job
         )
         if options.cancel is not None and options.cancel.is_set():
             raise EngineTimeout("transcription took longer than the request timeout")
@@ -398,8 +387,15 @@ class Extractor:
 
     def _transcribe(
         self, track: Track, options: TranscribeOptions, timings: Timings,
-        progress: Progress = no_progress,
+        progress: Progress = no_progress, job: bool = False,
     ) -> Transcript:  # fmt: skip
+        """Transcribe ``track`` once no page is read in process (``pipeline.turns``)."""
+        with self.turns.transcription(job):
+            return self._transcribe_track(track, options, timings, progress)
+
+    def _transcribe_track(
+        self, track: Track, options: TranscribeOptions, timings: Timings, progress: Progress
+    ) -> Transcript:
         """Transcribe ``track``, holding at most one window of it at a time.
 
         Whisper's feature extraction and the VAD both work on the whole signal at once, which
@@ -450,3 +446,4 @@ class Extractor:
 
     def close(self) -> None:
         self.gate.shutdown()
+        self.ocr.reader.close()

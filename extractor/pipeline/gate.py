@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
@@ -121,3 +121,27 @@ class PagesAhead:
                 if not left.done():
                     left.set_exception(failure)
             return
+
+
+def in_page_order(count: int, work: Callable[[int], T], parallelism: int) -> Iterator[T]:
+    """Pages run concurrently (one Tesseract instance each), results yielded in page order,
+    each let go of once taken (a finished future would otherwise hold its page's lines)."""
+    if count == 1:
+        yield work(0)
+        return
+    with ThreadPoolExecutor(min(count, parallelism)) as pool:
+        futures: list[Future[T] | None] = [pool.submit(work, i) for i in range(count)]
+        try:
+            for index, future in enumerate(futures):
+                assert future is not None
+                futures[index] = None
+                result = future.result()
+                del future
+                yield result
+                del result
+        except BaseException:
+            # One page failed (a 504, a bad page): the rest would only be thrown away.
+            for left in futures:
+                if left is not None:
+                    left.cancel()
+            raise
