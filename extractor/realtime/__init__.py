@@ -7,7 +7,8 @@ while the speaker is still talking. The parts, each in its own module:
 - ``audio``: the input formats (PCM16 at 24 kHz, 16 kHz PCM as an extension, G.711 at 8 kHz)
   turned into Whisper's 16 kHz float samples as they arrive;
 - ``turns``: server_vad, Silero VAD run on the stream, deciding where speech starts and stops;
-- ``agreement``: LocalAgreement-2, which turns successive hypotheses into append-only deltas;
+- ``agreement``: LocalAgreement-n, which turns successive hypotheses into append-only deltas;
+- ``repeats``: the guard against Whisper saying the words just sent again;
 - ``decoder``: Whisper (faster-whisper's tiny.en int8 model) decoding the window of a turn;
 - ``session``: one stream's state, turning client events into server events;
 - ``scheduler``: the one thread per worker that runs every session's audio work;

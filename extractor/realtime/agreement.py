@@ -1,4 +1,5 @@
-"""LocalAgreement-2: a word is sent once two consecutive hypotheses agree on it.
+"""LocalAgreement-n: a word is sent once n consecutive hypotheses agree on it (the session's
+default is 3: bench/realtime.md; described here for 2).
 
 Each hypothesis is what Whisper hears after the words already sent (the decoder is forced to
 continue them), so agreement is the longest common prefix of this hypothesis and the previous

@@ -13,12 +13,14 @@ class DecodePolicy:
     """How a session decodes: every ``step_seconds`` of new audio a partial hypothesis with
     ``partial_beam``; a finished window with ``final_beam``."""
 
-    step_seconds: float = 0.5
-    partial_beam: int = 1
-    final_beam: int = 1
-    agreement: int = 2  # consecutive hypotheses that must agree on a word (LocalAgreement-n)
+    # The defaults were chosen on bench/realtime_eval.py's tuning set (bench/realtime.md):
+    # beam 5 with the repetition guard and LocalAgreement-3 every 0.4 s.
+    step_seconds: float = 0.4
+    partial_beam: int = 5
+    final_beam: int = 5
+    agreement: int = 3  # consecutive hypotheses that must agree on a word (LocalAgreement-n)
     hold_back: int = 0  # last words of a hypothesis it never confirms
-    repeat_words: int = 0  # a hypothesis is cut where it repeats this many words (0: never)
+    repeat_words: int = 3  # a hypothesis is cut where it repeats this many words (0: never)
 
     def new_agreement(self) -> LocalAgreement:
         return LocalAgreement(hold_back=self.hold_back, hypotheses=self.agreement)

@@ -68,9 +68,9 @@ def test_a_job_answers_202_with_its_location_and_reads_like_extract(
     assert job["options"] == {"ocr_rotate": False}
     assert len(job["id"].rsplit(":", 1)[1]) == 36  # a UUID4: 122 random bits
     done = wait_for(client, job["id"])
-    assert done["status"] == "succeeded" and done["progress"] == 1
+    assert done["status"] == "succeeded" and done["progress"] == 1, done
     assert done["result_url"] == f"/v1/jobs/{job['id']}/result"
-    assert done["finished_at"] >= done["started_at"] >= done["created_at"]
+    assert done["finished_at"] >= done["started_at"] >= done["created_at"], done
     for accept, fmt in (
         ("application/json", None),
         ("text/plain", None),
@@ -197,7 +197,10 @@ def test_unknown_jobs_are_404(client: httpx.Client) -> None:
 def test_lists_are_newest_first_paged_and_filtered(client: httpx.Client, png: bytes) -> None:
     ids = [submit(client, png, f"list{i}.png").json()["id"] for i in range(3)]
     for job_id in ids:
-        wait_for(client, job_id)
+        # wait_for returns at any end: a job that failed would only show up below as missing
+        # from the succeeded list, its error lost (a clean-clone run failed that way once).
+        ended = wait_for(client, job_id)
+        assert ended["status"] == "succeeded", ended
     first = client.get("/v1/jobs", params={"limit": 2}).json()
     assert [job["id"] for job in first["data"]] == ids[::-1][:2]
     assert first["has_more"] and first["next"] == ids[1]

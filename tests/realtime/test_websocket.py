@@ -88,11 +88,13 @@ def test_the_official_client_transcribes_live(server: str) -> None:
         reader = threading.Thread(target=read)
         reader.start()
         size = 24_000 * 2 * 40 // 1000
-        for start in range(0, len(audio), size):  # paced as a microphone would send it
+        # Paced as a microphone sends it, 40 ms each 40 ms: the partial decodes (three must
+        # agree on a word) then run while the turn is spoken, even on a loaded machine.
+        for start in range(0, len(audio), size):
             conn.input_audio_buffer.append(
                 audio=base64.b64encode(audio[start : start + size]).decode()
             )
-            time.sleep(0.02)
+            time.sleep(0.04)
         reader.join(timeout=90)
     events = [e for _t, e in received]
     assert events[0].type == "session.updated"
@@ -221,14 +223,15 @@ def test_one_stream_beyond_the_limit_is_told_and_closed_1013(server: str) -> Non
             assert three.close_code == 1013
         metrics = httpx.get(server + "/metrics", timeout=10).text
         assert 'extractor_realtime_refused_total{code="session_limit_reached"}' in metrics
-        # The two admitted streams still work.
+        # The two admitted streams still work (a sentence: a two-word phrase hangs on one
+        # word, "Hello there." heard as "Below there." with beam 5 and "Hello, Nairr." greedy).
         for ws in (one, two):
-            for message in appends(silence(0.3) + pcm("Hello there.") + silence(0.2)):
+            for message in appends(silence(0.3) + pcm(FIRST) + silence(0.2)):
                 ws.send(message)
             ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
         for ws in (one, two):
             done = events_until(ws, "conversation.item.input_audio_transcription.completed")
-            assert "hello" in transcript_words(done[-1]["transcript"])
+            assert {"quick", "over"} <= set(transcript_words(done[-1]["transcript"]))
 
 
 def test_an_idle_session_is_closed(server: str) -> None:
