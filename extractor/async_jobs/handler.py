@@ -140,7 +140,16 @@ class ExtractionHandler:
             watching.set()
             watcher.join()
             if ended:
-                self.jobs.webhook_due(job_id)
+                self._webhook_due(job_id)
+
+    def _webhook_due(self, job_id: str) -> None:
+        """Mark the ended job's webhook due now. With the database away, the deliveries' sweep
+        marks it later: the error must not take the place of the job's own outcome (a failed
+        job's error became 'internal error', a succeeded one was logged as crashed)."""
+        try:
+            self.jobs.webhook_due(job_id)
+        except JobsUnavailable:
+            log.warning("cannot mark the webhook of job %s due now; the next sweep will", job_id)
 
     def _watch(self, run: JobRun, cancelled: threading.Event, done: threading.Event) -> None:
         """Set ``cancelled`` once the job is no longer this worker's (cancelled, or its lease

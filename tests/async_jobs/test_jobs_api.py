@@ -324,6 +324,25 @@ def test_the_command_line_submits_waits_and_lists(
     assert refused.returncode == 1 and "401 unauthorized" in refused.stderr
 
 
+def test_a_long_document_result_is_sent_from_a_spool_byte_equal_in_every_format(
+    client: httpx.Client, pdf: bytes
+) -> None:
+    """A job of several pages is read back a line at a time into a spool and its reply written
+    into a file, as a long /extract reply is (documents.read_document): the same bytes."""
+    params = {"ocr_rotate": "off"}
+    job = submit(client, pdf, "five.pdf", params=params).json()
+    assert wait_for(client, job["id"])["status"] == "succeeded"
+    for fmt in ("json", "text", "hocr", "alto", "tsv"):
+        sync = client.post(
+            "/extract", params={**params, "format": fmt}, files={"upload": ("five.pdf", pdf)}
+        )
+        stored = client.get(f"/v1/jobs/{job['id']}/result", params={"format": fmt})
+        assert sync.status_code == stored.status_code == 200, (fmt, stored.text)
+        assert stored.headers["Content-Type"] == sync.headers["Content-Type"]
+        assert stored.headers["Content-Length"] == str(len(sync.content))
+        assert stored.content == sync.content, fmt
+
+
 def test_an_audio_result_is_byte_equal_in_every_format(
     client: httpx.Client, speech_wav: bytes
 ) -> None:
