@@ -231,6 +231,14 @@ class Settings(JobSettings, EngineSettings):
         " more CPU (bench/realtime.md).",
         above=0,
     )
+    realtime_agreement: int = setting(
+        3,
+        "decodes",
+        "Successive partial decodes of a live turn that must agree on a word before it is sent"
+        " (LocalAgreement-n): 2 sends words one step sooner, 3 made fewer wrong ones final on"
+        " the tuning recordings (bench/realtime.md).",
+        at_least=2,
+    )
     realtime_beam_size: int = setting(
         5,
         "beams",

@@ -46,6 +46,7 @@ def realtime_server(worker: Any, settings: Any) -> RealtimeServer | None:
         step_seconds=settings.realtime_step_seconds,
         partial_beam=settings.realtime_beam_size,
         final_beam=settings.realtime_beam_size,
+        agreement=settings.realtime_agreement,
     )
     scheduler = Scheduler(
         decoder,
