@@ -58,3 +58,23 @@ def test_beam_search_goes_through_unchanged(whisper: tuple) -> None:
     (through,) = OneSampleAtATime(model.model).generate(encoded, [prompt], **beam)
     assert through.sequences_ids == direct.sequences_ids and through.scores == direct.scores
     assert OneSampleAtATime(model.model).is_multilingual == model.model.is_multilingual
+
+
+def test_encode_trims_the_heap_first_and_encodes_the_same(
+    whisper: tuple, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window's encoder starts on a trimmed heap (bench/memory.md: a window yielding no
+    segment left the fallback's freed memory under the next encoder), with the same output."""
+    from extractor.asr import sampling
+
+    model = whisper[0]
+    trims: list[int] = []
+    monkeypatch.setattr(sampling, "trim_heap", lambda: trims.append(1))
+    noise = np.random.default_rng(6).normal(0, 0.05, 3 * 16_000).astype(np.float32)
+    features = ctranslate2.StorageView.from_array(
+        np.ascontiguousarray(model.feature_extractor(noise)[:, :3000][None])
+    )
+    direct = np.array(model.model.encode(features, to_cpu=True))
+    through = np.array(OneSampleAtATime(model.model).encode(features, to_cpu=True))
+    assert trims == [1]
+    np.testing.assert_array_equal(through, direct)
