@@ -44,6 +44,7 @@ from bench import datasets
 from bench.accuracy_score import normalize_speech, speech_errors
 from bench.server import Server, cpu_seconds, group_status_sums
 from extractor import samples
+from extractor.realtime.items import DecodePolicy
 from extractor.samples.conversations import conversation
 
 log = logging.getLogger("bench.realtime")
@@ -332,6 +333,7 @@ def main() -> None:
 def write_report(
     out: Path, rows: list[tuple[str, str, dict[str, Any]]], whole: dict[str, float], idle_png: float
 ) -> None:
+    policy = DecodePolicy()  # the server's too: its settings' defaults are the same
     lines = [
         "# Live transcription: latency, accuracy, cost",
         "",
@@ -342,8 +344,9 @@ def write_report(
         "",
         "- **short-window** (the default): the encoder gets the turn padded to 10 s"
         " (`EXTRACTOR_REALTIME_MIN_WINDOW_SECONDS=10`); **full-window**: Whisper's 30 s window,"
-        " as faster-whisper's `transcribe` always pads (`=30`). Both: LocalAgreement-2 every"
-        " 0.5 s of new audio, greedy decoding, the turn's end decoded during the pause.",
+        " as faster-whisper's `transcribe` always pads (`=30`). Both: the default decoding"
+        f" policy, LocalAgreement-{policy.agreement} every {policy.step_seconds} s of new audio,"
+        f" beam {policy.partial_beam}, the turn's end decoded during the pause.",
         "- Server: `extractor serve --workers 2 --realtime-sessions 2` (4 streams at most);"
         " clients send PCM16 24 kHz in 40 ms messages paced to the wall clock, each stream"
         " starting 0.37 s after the previous one.",

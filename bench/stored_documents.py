@@ -8,8 +8,10 @@ that process's RSS before it:
 - ``whole``: what a job stored before: every line in memory (``tuple(lines)``), the whole JSON
   tree, its text, deflated at once;
 - ``streamed``: ``documents.packed_document``, a line at a time from the spool;
-- ``result``: ``GET /v1/jobs/{id}/result``'s work, the stored JSON read back whole and rendered
-  as Importable JSON::
+- ``result``: what ``GET /v1/jobs/{id}/result`` did before: the stored JSON read back whole and
+  rendered as Importable JSON in memory;
+- ``spooled``: what it does now: ``documents.read_document`` into a spool, the reply written
+  into a file from it (``pipeline.reply.document_reply``)::
 
     python -m bench.stored_documents --pages 100
 """
@@ -27,7 +29,7 @@ import zlib
 from dataclasses import replace
 from pathlib import Path
 
-STEPS = ("whole", "streamed", "result")
+STEPS = ("whole", "streamed", "result", "spooled")
 
 
 def status_mb(field: str) -> float:
@@ -64,10 +66,15 @@ def make_spool(folder: Path, pages: int) -> Path:
 
 def run_step(step: str, folder: Path) -> None:
     """One step in this process: its peak above the RSS it started from."""
-    from extractor.async_jobs.documents import _dump_line, load_document, packed_document
+    from extractor.async_jobs.documents import (
+        _dump_line,
+        load_document,
+        packed_document,
+        read_document,
+    )  # fmt: skip
     from extractor.async_jobs.store import unpack
     from extractor.pipeline.negotiate import choose_format
-    from extractor.pipeline.reply import render
+    from extractor.pipeline.reply import document_reply, render
 
     document = pickle.loads((folder / "document.pickle").read_bytes())  # our own file
     stored = folder / "stored.deflate"
@@ -82,18 +89,26 @@ def run_step(step: str, folder: Path) -> None:
             "language": None, "duration_ms": None, "extra": {},
         }  # fmt: skip
         text = json.dumps(tree, ensure_ascii=False, separators=(",", ":")).encode()
-        packed = zlib.compress(text, 6)
+        out = len(zlib.compress(text, 6))
     elif step == "streamed":
         packed = packed_document(document)
         stored.write_bytes(packed)
+        out = len(packed)
+    elif step == "spooled":
+        from extractor.config import Settings
+
+        back = read_document(stored.read_bytes(), folder / "read.spool")
+        reply = document_reply(back, choose_format(None, "json", "json", audio=False), folder,
+                               Settings(validate_replies=False))  # fmt: skip
+        out = reply.size
     else:
         back = load_document(unpack(stored.read_bytes()))
         reply_format = choose_format(None, "json", "json", audio=False)
         body = render(back, reply_format, validate=False, json_indent=None)
-        packed = body.encode()
+        out = len(body.encode())
     peak = status_mb("VmHWM")
     print(f"  {step:9s} peak {peak:6.1f} MB, +{peak - before:5.1f} MB above its start"
-          f" ({len(packed) / 1e6:.1f} MB out)")  # fmt: skip
+          f" ({out / 1e6:.1f} MB out)")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -247,7 +247,10 @@ def test_lines_without_block_numbers_make_one_block_per_page() -> None:
 
 
 def test_markup_and_tabs_in_words_and_names_are_escaped() -> None:
-    words = (Word("<b>&", BoundingBox(1, 2, 30, 20), 50.0), Word('"x"', BoundingBox(35, 2, 60, 20)))
+    words = (
+        Word("<b>&", BoundingBox(1, 2, 30, 20), confidence=50.0),
+        Word('"x"', BoundingBox(35, 2, 60, 20)),
+    )
     document = _document((Line(words, page_index=0, block=1, paragraph=1),))
     for rendered in (to_hocr(document), to_alto(document)):
         root = ET.fromstring(rendered)

@@ -8,17 +8,25 @@ shortest repr, ints, text); tuples come back as tuples, the kind as its enum.
 
 A long document's lines are in a spool on disk (``replies.spool``): ``packed_document`` writes
 them into the deflated JSON a line at a time, one page of them in memory, so storing a 100-page
-job's result no longer holds all its ``Line`` objects, their JSON tree and its text at once.
+job's result no longer holds all its ``Line`` objects, their JSON tree and its text at once;
+``read_document`` reads them back into a spool the same way, for the result's reply to be
+written from it as a long synchronous reply is (``pipeline.reply.document_reply``).
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from extractor.replies.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
+from extractor.replies.spool import PageSpool
+
+INFLATE_BYTES = 64 * 1024  # of the stored bytes inflated at a time
+LINES_PER_PIECE = 500  # a page's lines go to the spool together; an audio document's by these
 
 
 def dump_document(document: Document) -> bytes:
@@ -66,6 +74,97 @@ def load_document(data: bytes) -> Document:
         duration_ms=stored["duration_ms"],
         extra=stored["extra"],
     )
+
+
+def read_document(packed: bytes, spool_path: Path) -> Document:
+    """The document ``packed_document`` stored, read a line at a time: its lines go to a
+    ``PageSpool`` at ``spool_path`` a page at a time, and come back as that spool for a document
+    of more than one page (as the synchronous path spools them), else in memory."""
+    stored = _StoredJson(packed)
+    head: dict[str, Any] = {}
+    for key in ("name", "kind"):
+        stored.expect(f'{"{" if key == "name" else ","}"{key}":')
+        head[key] = stored.value()
+    stored.expect(',"lines":[')
+    spool = PageSpool(spool_path)
+    try:
+        piece: list[Line] = []
+        more = not stored.ahead("]")
+        while more:
+            line = _load_line(stored.value())
+            if piece and (line.page_index != piece[0].page_index or len(piece) >= LINES_PER_PIECE):
+                spool.add(piece)
+                piece = []
+            piece.append(line)
+            more = stored.ahead(",")
+            if not more:
+                stored.expect("]")
+        if piece:
+            spool.add(piece)
+        for key in ("pages", "language", "duration_ms", "extra"):
+            stored.expect(f',"{key}":')
+            head[key] = stored.value()
+        stored.expect("}")
+    except BaseException:
+        spool.discard()
+        raise
+    pages = tuple(Page(*page) for page in head["pages"])
+    lines = spool.close()
+    return Document(
+        name=head["name"], kind=DocumentKind(head["kind"]),
+        lines=lines if len(pages) > 1 else tuple(lines), pages=pages,
+        language=head["language"], duration_ms=head["duration_ms"], extra=head["extra"],
+    )  # fmt: skip
+
+
+class _StoredJson:
+    """A stored document's JSON, inflated and decoded a value at a time (``read_document``)."""
+
+    def __init__(self, packed: bytes) -> None:
+        self._packed = memoryview(packed)
+        self._at = 0
+        self._inflate = zlib.decompressobj()
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self._decoder = json.JSONDecoder()
+        self._text = ""
+        self._pos = 0
+
+    def _more(self) -> None:
+        if self._at >= len(self._packed) and self._inflate.eof:
+            raise ValueError("the stored document ends early")
+        chunk = self._packed[self._at : self._at + INFLATE_BYTES]
+        self._at += len(chunk)
+        data = self._inflate.decompress(chunk) if chunk else self._inflate.flush()
+        self._text = self._text[self._pos :] + self._utf8.decode(data, final=not chunk)
+        self._pos = 0
+        if not chunk and not data:
+            raise ValueError("the stored document ends early")
+
+    def ahead(self, literal: str) -> bool:
+        """Whether ``literal`` comes next; if so, it is taken."""
+        while len(self._text) - self._pos < len(literal):
+            self._more()
+        if self._text.startswith(literal, self._pos):
+            self._pos += len(literal)
+            return True
+        return False
+
+    def expect(self, literal: str) -> None:
+        if not self.ahead(literal):
+            raise ValueError(f"the stored document lacks {literal!r} at {self._pos}")
+
+    def value(self) -> Any:
+        """The next JSON value; one that ends where the text read so far ends may go on (a
+        number's digits), so it counts only once the text goes past it."""
+        while True:
+            try:
+                value, end = self._decoder.raw_decode(self._text, self._pos)
+                if end < len(self._text):
+                    self._pos = end
+                    return value
+            except json.JSONDecodeError:
+                pass
+            self._more()
 
 
 def _dump_line(line: Line) -> dict[str, Any]:

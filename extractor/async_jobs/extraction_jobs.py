@@ -26,7 +26,6 @@ from extractor.async_jobs.store import (
     ExtractionJob,
     WebhookState,
     open_database,
-    unpack,
     upload_chunks,
 )
 from extractor.config import Settings
@@ -161,9 +160,10 @@ def job_error(record: JobRecord) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class StoredResult:
-    """A succeeded job's Document (as JSON) and what negotiating its reply needs."""
+    """A succeeded job's Document (as stored: ``documents.read_document`` reads it) and what
+    negotiating its reply needs."""
 
-    document_json: bytes
+    packed: bytes
     media_kind: str
     format: str | None
 
@@ -325,7 +325,7 @@ class ExtractionJobs:
             )
         if stored is None:
             raise JobNotFound(f"the result of job {job_id} was deleted")
-        return StoredResult(unpack(stored), view.media_kind, view.format)
+        return StoredResult(stored, view.media_kind, view.format)
 
     # -- ending ----------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import time
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from extractor.async_jobs.errors import JobsUnavailable
 from extractor.async_jobs.extraction_jobs import KIND, ExtractionJobs, mark_webhook_due
 from extractor.async_jobs.options import job_request
 from extractor.async_jobs.store import ExtractionJob
@@ -90,7 +91,12 @@ class ExtractionHandler:
     def run(self, run: JobRun) -> None:
         lower_priority(self.settings.job_niceness)
         job_id = run.job.id
-        view = self.jobs.get(job_id)
+        try:
+            view = self.jobs.get(job_id)
+        except JobsUnavailable as exc:
+            # The database away for a moment: the worker leaves the job to its lease and it is
+            # retried, as for every other database error (as a 503 it was failed for good).
+            raise StorageError(f"the details of job {job_id} could not be read") from exc
         if view is None:
             raise JobFailure("the job's details are gone (deleted meanwhile)", code="job_not_found")
         ended = False
@@ -134,7 +140,16 @@ class ExtractionHandler:
             watching.set()
             watcher.join()
             if ended:
-                self.jobs.webhook_due(job_id)
+                self._webhook_due(job_id)
+
+    def _webhook_due(self, job_id: str) -> None:
+        """Mark the ended job's webhook due now. With the database away, the deliveries' sweep
+        marks it later: the error must not take the place of the job's own outcome (a failed
+        job's error became 'internal error', a succeeded one was logged as crashed)."""
+        try:
+            self.jobs.webhook_due(job_id)
+        except JobsUnavailable:
+            log.warning("cannot mark the webhook of job %s due now; the next sweep will", job_id)
 
     def _watch(self, run: JobRun, cancelled: threading.Event, done: threading.Event) -> None:
         """Set ``cancelled`` once the job is no longer this worker's (cancelled, or its lease

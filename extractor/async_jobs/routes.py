@@ -11,9 +11,11 @@ is byte-equal to the synchronous reply. Errors are the app's JSON errors.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 from flask import Blueprint, Response, current_app, g, jsonify, request
 
-from extractor.async_jobs.documents import load_document
+from extractor.async_jobs.documents import read_document
 from extractor.async_jobs.errors import InvalidCallback
 from extractor.async_jobs.extraction_jobs import STATUS_OF_NAME, ExtractionJobs
 from extractor.async_jobs.options import read_options, stored_options
@@ -23,8 +25,15 @@ from extractor.config import Settings
 from extractor.errors import InvalidParameter, MissingUpload
 from extractor.net.errors import OutboundError
 from extractor.net.resolve import system_resolver
+from extractor.pipeline.extraction import SPOOL_NAME
 from extractor.pipeline.negotiate import choose_format
-from extractor.pipeline.reply import check_upload, render, reply_name, workspace
+from extractor.pipeline.reply import (
+    StreamedReply,
+    check_upload,
+    document_reply,
+    reply_name,
+    workspace,
+)  # fmt: skip
 
 blueprint = Blueprint("async_jobs", __name__)
 
@@ -180,8 +189,23 @@ def job_result(job_id: str) -> Response:
         audio=stored.media_kind == "audio",
     )
     g.log_fields.update(kind=stored.media_kind, format=reply_format.name)
-    document = load_document(stored.document_json)
-    body = render(document, reply_format, validate=settings.validate_replies, json_indent=None)
-    response = Response(body, content_type=reply_format.media_type)
+    # As a long /extract reply: lines read back into a spool in a workspace, the reply written
+    # into a file there and sent from it, the workspace closed with the response's body.
+    held = ExitStack()
+    try:
+        workdir = held.enter_context(workspace(settings))
+        document = read_document(stored.packed, workdir / SPOOL_NAME)
+        reply = document_reply(document, reply_format, workdir, settings)
+        if reply.spooled is None:
+            held.close()
+            response = Response(reply.body, content_type=reply_format.media_type)
+        else:
+            response = Response(
+                StreamedReply(reply, held), content_type=reply_format.media_type,
+                headers={"Content-Length": str(reply.size)},
+            )  # fmt: skip
+    except BaseException:
+        held.close()
+        raise
     response.vary.add("Accept")
     return response

@@ -189,7 +189,7 @@ class JobQueue(JobCleanup, JobReads):
                     .scalar_subquery()
                 )
                 candidate = session.execute(
-                    select(Job.id, Job.attempts, Job.updated_at)
+                    select(Job.id, Job.attempts, Job.created_at, Job.updated_at)
                     .where(Job.status.in_(RUNNABLE), _free(now), of_kinds)
                     .order_by(running, last_served.asc().nulls_first(), Job.created_at, Job.id)
                     .limit(1)
@@ -200,6 +200,11 @@ class JobQueue(JobCleanup, JobReads):
                 if candidate.attempts >= self.policy.max_attempts:
                     self._give_up(session, candidate.id, candidate.attempts, now)
                     continue
+                # ``now`` was read before the query, which may have waited (a busy machine, a
+                # locked row) while this job was enqueued: the claim's own times are read now,
+                # never before the job was made (another server's clock may run behind), so it
+                # never shows as started before it was created nor gets a lease already spent.
+                started = max(utcnow(), candidate.created_at)
                 taken = _rows(
                     session,
                     update(Job)
@@ -207,11 +212,11 @@ class JobQueue(JobCleanup, JobReads):
                     .values(
                         status=JobStatus.RUNNING,
                         locked_by=worker_id,
-                        locked_until=now + self.policy.lease,
-                        heartbeat_at=now,
-                        claimed_at=now,
+                        locked_until=started + self.policy.lease,
+                        heartbeat_at=started,
+                        claimed_at=started,
                         attempts=Job.attempts + 1,
-                        updated_at=now,
+                        updated_at=started,
                     )
                     .execution_options(synchronize_session=False),
                 )
@@ -221,7 +226,7 @@ class JobQueue(JobCleanup, JobReads):
                 assert job is not None
                 if self._on_claim is not None:
                     # Waiting since it was queued, or since a worker handed it back.
-                    self._on_claim(job.kind, (now - candidate.updated_at).total_seconds())
+                    self._on_claim(job.kind, (started - candidate.updated_at).total_seconds())
                 return ClaimedJob(
                     id=job.id,
                     kind=job.kind,

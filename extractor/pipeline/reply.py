@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator, Iterator, MutableMapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
@@ -106,19 +106,50 @@ def extract_reply(
     fields["format"] = reply_format.name
     document = extractor.extract(path, reply_name(name), sniffed, workdir, request, timings)
     with timings.stage("render"):
-        writer = WRITERS.get(reply_format.name)
-        if isinstance(document.lines, SpooledLines) and writer and json_indent is None:
-            reply = Reply(document, reply_format, None, workdir / REPLY_NAME)
-            validate = importable_validator().validate if settings.validate_replies else None
-            assert reply.spooled is not None
-            with reply.spooled.open("w", encoding="utf-8", newline="") as out:
-                writer(document, out, workdir / "labels.spool", validate)
-        else:
-            body = render(document, reply_format, validate=settings.validate_replies,
-                          json_indent=json_indent)  # fmt: skip
-            reply = Reply(document, reply_format, body)
+        reply = document_reply(document, reply_format, workdir, settings, json_indent)
     log_document(document, fields)
     return reply
+
+
+def document_reply(
+    document: Document, reply_format: ReplyFormat, workdir: Path, settings: Settings,
+    json_indent: int | None = None,
+) -> Reply:  # fmt: skip
+    """``document`` rendered in ``reply_format``: a spooled (long) one into a file of
+    ``workdir`` a piece at a time, any other in memory. A stored job's result goes this way
+    too, so it is byte-equal to the synchronous reply."""
+    writer = WRITERS.get(reply_format.name)
+    if isinstance(document.lines, SpooledLines) and writer and json_indent is None:
+        reply = Reply(document, reply_format, None, workdir / REPLY_NAME)
+        validate = importable_validator().validate if settings.validate_replies else None
+        assert reply.spooled is not None
+        with reply.spooled.open("w", encoding="utf-8", newline="") as out:
+            writer(document, out, workdir / "labels.spool", validate)
+        return reply
+    body = render(document, reply_format, validate=settings.validate_replies,
+                  json_indent=json_indent)  # fmt: skip
+    return Reply(document, reply_format, body)
+
+
+class StreamedReply:
+    """A spooled reply's bytes, read from its file as they are sent (a WSGI body). Its
+    workspace is removed when the body is closed: sent whole, the client gone, or the send
+    deadline passed (the server closes a body in every case). A class, not a generator: a
+    generator closed before its first piece would never run its ``finally``."""
+
+    def __init__(self, reply: Reply, held: ExitStack) -> None:
+        self._pieces = reply.pieces()
+        self._held = held
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._pieces)
+
+    def close(self) -> None:
+        self._pieces.close()
+        self._held.close()
 
 
 def check_upload(

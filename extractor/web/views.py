@@ -10,7 +10,6 @@ import hmac
 import logging
 import time
 import uuid
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from extractor.async_jobs.routes import prefers_async, submit_job
 from extractor.config import Settings
 from extractor.errors import MissingUpload, Unauthorized
 from extractor.pipeline.extraction import Extractor, Timings
-from extractor.pipeline.reply import Reply, extract_reply, workspace
+from extractor.pipeline.reply import StreamedReply, extract_reply, workspace
 from extractor.pipeline.request import Limits, read_request
 from extractor.web.openapi import load_openapi
 
@@ -83,27 +82,6 @@ def extract() -> Response:
         raise
     response.vary.add("Accept")
     return response
-
-
-class StreamedReply:
-    """A spooled reply's bytes, read from its file as they are sent (a WSGI body). Its
-    workspace is removed when the body is closed: sent whole, the client gone, or the send
-    deadline passed (the server closes a body in every case). A class, not a generator: a
-    generator closed before its first piece would never run its ``finally``."""
-
-    def __init__(self, reply: Reply, held: ExitStack) -> None:
-        self._pieces = reply.pieces()
-        self._held = held
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self
-
-    def __next__(self) -> bytes:
-        return next(self._pieces)
-
-    def close(self) -> None:
-        self._pieces.close()
-        self._held.close()
 
 
 @views.get("/healthz")

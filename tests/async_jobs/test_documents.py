@@ -5,12 +5,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zlib
 from pathlib import Path
 
-from extractor.async_jobs.documents import _dump_line, dump_document, load_document, packed_document
+import pytest
+
+from extractor.async_jobs import documents
+from extractor.async_jobs.documents import (
+    _dump_line,
+    dump_document,
+    load_document,
+    packed_document,
+    read_document,
+)  # fmt: skip
 from extractor.async_jobs.store import unpack
 from extractor.replies.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
-from extractor.replies.spool import PageSpool
+from extractor.replies.spool import PageSpool, SpooledLines
 
 # The fields the store knows; a new field of the model must be stored too (and added here).
 KNOWN_FIELDS = {
@@ -104,3 +114,47 @@ def test_a_spooled_document_is_stored_a_line_at_a_time_as_one_json_would_be(
     assert back.lines == tuple(document.lines) and len(back.lines) == 6
     empty = dataclasses.replace(document, lines=(), pages=())
     assert load_document(unpack(packed_document(empty))) == empty
+
+
+def long_document(tmp_path: Path, pages: int = 4) -> Document:
+    spool = PageSpool(tmp_path / "written.spool")
+    for index in range(pages):
+        words = tuple(
+            Word(f"wörd{index}-{n} é€😀", BoundingBox(n, 2, n + 30, 40), confidence=91.5 + n / 7)
+            for n in range(40)
+        )
+        spool.add([Line(words, page_index=index, block=1, paragraph=k) for k in range(index)])
+    return Document(
+        name='long "é".pdf', kind=DocumentKind.OCR, lines=spool.close(),
+        pages=tuple(Page(i, 2480, 3508, 90 * (i % 2), -0.25) for i in range(pages)),
+        extra={"note": [1, 2.5, None]},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("inflate_bytes", [7, 1000, 64 * 1024])
+def test_a_stored_document_reads_back_a_line_at_a_time_into_a_spool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inflate_bytes: int
+) -> None:
+    """``read_document`` gives what ``load_document`` gives, its lines in a spool when it has
+    more than one page, however the stored bytes are cut (a character, a number split)."""
+    monkeypatch.setattr(documents, "INFLATE_BYTES", inflate_bytes)
+    written = long_document(tmp_path)
+    packed = packed_document(written)
+    back = read_document(packed, tmp_path / "read.spool")
+    assert isinstance(back.lines, SpooledLines)
+    assert back == load_document(unpack(packed))
+    assert tuple(back.lines) == tuple(written.lines) and len(back.lines) == 6
+    assert back.extra == {"note": [1, 2.5, None]} and back.pages == written.pages
+    one_page = dataclasses.replace(written, lines=tuple(written.lines)[:2], pages=written.pages[:1])
+    again = read_document(packed_document(one_page), tmp_path / "one.spool")
+    assert again == one_page and isinstance(again.lines, tuple)  # as /extract: in memory
+    empty = dataclasses.replace(written, lines=(), pages=())
+    assert read_document(packed_document(empty), tmp_path / "empty.spool") == empty
+
+
+def test_a_damaged_stored_document_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    packed = packed_document(long_document(tmp_path))
+    cut = zlib.compress(zlib.decompress(packed)[:-40])
+    with pytest.raises(ValueError, match="ends early"):
+        read_document(cut, tmp_path / "cut.spool")
+    assert not (tmp_path / "cut.spool").exists()

@@ -19,6 +19,7 @@ from extractor.jobs import (
     QueuePolicy,
     utcnow,
 )
+from extractor.jobs import queue as queue_module
 from extractor.jobs.db import Database
 from extractor.jobs.tables import Job, JobResult, JobUpload
 
@@ -90,6 +91,25 @@ def test_an_expired_lease_moves_the_job_and_the_late_worker_cannot_settle(db: Da
     assert queue.succeed(job_id, "fast", lambda _: "result")
     job = row(db, job_id)
     assert (job.status, job.result_id, job.progress) == (JobStatus.SUCCEEDED, "result", 100)
+
+
+def test_a_claim_that_read_the_clock_before_the_job_was_made_starts_it_after(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker reads the clock, then (descheduled on a busy machine) its query finds a job
+    enqueued meanwhile: the job must not show as started before it was created, nor get a
+    lease that is already spent (test_jobs_api checks the API's ``started_at >= created_at``)."""
+    queue = JobQueue(db, QueuePolicy(lease_seconds=3))
+    (job_id,) = add(queue, db, 1)
+    made = row(db, job_id).created_at
+    stale = iter([made - timedelta(seconds=5)])  # the clock as the worker read it first
+    monkeypatch.setattr(queue_module, "utcnow", lambda: next(stale, None) or utcnow())
+    claimed = queue.claim("w")
+    assert claimed is not None and claimed.id == job_id
+    job = row(db, job_id)
+    assert job.claimed_at is not None and job.claimed_at >= job.created_at
+    assert job.heartbeat_at == job.claimed_at and job.updated_at >= job.created_at
+    assert job.locked_until is not None and job.locked_until > utcnow() + timedelta(seconds=2)
 
 
 def test_reap_frees_dead_workers_jobs_and_fails_those_out_of_attempts(db: Database) -> None:
