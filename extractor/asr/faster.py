@@ -77,7 +77,7 @@ class FasterWhisperEngine:
                 num_workers=self.parallel,
             )
             # Fallback samples one at a time: a batch of 5 took a worker past 300 MB (sampling).
-            self._model.model = OneSampleAtATime(self._model.model)
+            self._model.model = OneSampleAtATime(self._model.model, _stop_if_cancelled)
         except (RuntimeError, ValueError, OSError) as exc:
             raise EngineUnavailable(
                 f"faster-whisper could not load {self.model_name}: {exc}"
@@ -127,6 +127,7 @@ class FasterWhisperEngine:
         language = options.language if self.multilingual else "en"
         started = time.perf_counter()
         _spent.parts = parts = {"vad": 0.0, "features": 0.0}
+        _spent.cancel = options.cancel  # checked before each of CTranslate2's decodes too
         try:
             segments, info = self._model.transcribe(
                 audio,
@@ -162,7 +163,7 @@ class FasterWhisperEngine:
         except (RuntimeError, ValueError) as exc:
             raise EngineFailure(f"faster-whisper failed: {exc}") from exc
         finally:
-            _spent.parts = None
+            _spent.parts = _spent.cancel = None
         # Where one window's time went, for bench/stages.py and anyone asking why a request is
         # slow: Silero VAD, the log-mel features, and CTranslate2 (encoder and beam search).
         total = time.perf_counter() - started
@@ -176,6 +177,14 @@ class FasterWhisperEngine:
             },
         )
         return Transcript(tuple(out), info.language)
+
+
+def _stop_if_cancelled() -> None:
+    """Raise if the transcription running in this thread was cancelled (its request timed out,
+    its client left, its job was cancelled); called before every CTranslate2 decode."""
+    cancel = getattr(_spent, "cancel", None)
+    if cancel is not None and cancel.is_set():
+        raise EngineTimeout("transcription took longer than the request timeout")
 
 
 def _timed(part: str, function: Callable[..., Any]) -> Callable[..., Any]:
