@@ -143,8 +143,7 @@ class FasterWhisperEngine:
                 # CTranslate2 decodes a 30 s window per step of this generator; what it freed
                 # goes back before the next window's encoder peak (~1 ms per segment).
                 trim_heap()
-                if options.cancel is not None and options.cancel.is_set():
-                    raise EngineTimeout("transcription took longer than the request timeout")
+                _stop_if_cancelled()
                 words = tuple(
                     TimedWord(w.word.strip(), w.start, w.end) for w in (segment.words or ())
                 )

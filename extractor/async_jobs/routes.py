@@ -28,10 +28,10 @@ from extractor.net.resolve import system_resolver
 from extractor.pipeline.extraction import SPOOL_NAME
 from extractor.pipeline.negotiate import choose_format
 from extractor.pipeline.reply import (
-    StreamedReply,
     check_upload,
     document_reply,
     reply_name,
+    reply_response,
     workspace,
 )  # fmt: skip
 
@@ -195,15 +195,7 @@ def job_result(job_id: str) -> Response:
     try:
         workdir = held.enter_context(workspace(settings))
         document = read_document(stored.packed, workdir / SPOOL_NAME)
-        reply = document_reply(document, reply_format, workdir, settings)
-        if reply.spooled is None:
-            held.close()
-            response = Response(reply.body, content_type=reply_format.media_type)
-        else:
-            response = Response(
-                StreamedReply(reply, held), content_type=reply_format.media_type,
-                headers={"Content-Length": str(reply.size)},
-            )  # fmt: skip
+        response = reply_response(document_reply(document, reply_format, workdir, settings), held)
     except BaseException:
         held.close()
         raise

@@ -14,6 +14,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+from flask import Response
+
 from extractor.config import Settings
 from extractor.errors import EmptyUpload, PayloadTooLarge
 from extractor.media.sniff import MediaKind, Sniffed, sniff
@@ -150,6 +152,19 @@ class StreamedReply:
     def close(self) -> None:
         self._pieces.close()
         self._held.close()
+
+
+def reply_response(reply: Reply, held: ExitStack) -> Response:
+    """The response that sends ``reply``: from memory, its workspace (``held``) closed now; from
+    its file, the workspace closed with the response's body (``StreamedReply``)."""
+    media_type = reply.format.media_type
+    if reply.spooled is None:
+        held.close()
+        return Response(reply.body, content_type=media_type)
+    return Response(
+        StreamedReply(reply, held), content_type=media_type,
+        headers={"Content-Length": str(reply.size)},
+    )  # fmt: skip
 
 
 def check_upload(

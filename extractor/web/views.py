@@ -19,7 +19,7 @@ from extractor.async_jobs.routes import prefers_async, submit_job
 from extractor.config import Settings
 from extractor.errors import MissingUpload, Unauthorized
 from extractor.pipeline.extraction import Extractor, Timings
-from extractor.pipeline.reply import StreamedReply, extract_reply, workspace
+from extractor.pipeline.reply import extract_reply, reply_response, workspace
 from extractor.pipeline.request import Limits, read_request
 from extractor.web.openapi import load_openapi
 
@@ -68,15 +68,9 @@ def extract() -> Response:
             extractor, path, upload.filename, workdir, wanted,
             accept=request.headers.get("Accept"), timings=timings, log_fields=g.log_fields,
         )  # fmt: skip
-        if reply.spooled is None:
-            held.close()
-            response = Response(reply.body, content_type=reply.format.media_type)
-        else:
+        if reply.spooled is not None:
             path.unlink()  # the upload is read: only the reply's file need stay
-            response = Response(
-                StreamedReply(reply, held), content_type=reply.format.media_type,
-                headers={"Content-Length": str(reply.size)},
-            )  # fmt: skip
+        response = reply_response(reply, held)
     except BaseException:
         held.close()
         raise
