@@ -13,8 +13,7 @@ from collections.abc import Generator, Iterator, MutableMapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
-
-from flask import Response
+from typing import TYPE_CHECKING
 
 from extractor.config import Settings
 from extractor.errors import EmptyUpload, PayloadTooLarge
@@ -28,6 +27,9 @@ from extractor.replies.importable import Document
 from extractor.replies.schemas import importable_validator
 from extractor.replies.spool import SpooledLines
 from extractor.replies.streamed import WRITERS
+
+if TYPE_CHECKING:
+    from flask import Response
 
 SNIFF_BYTES = 2048  # enough for every signature media.sniff knows
 UPLOAD_NAME = "upload"  # the name of a reply whose upload named no file
@@ -156,7 +158,10 @@ class StreamedReply:
 
 def reply_response(reply: Reply, held: ExitStack) -> Response:
     """The response that sends ``reply``: from memory, its workspace (``held``) closed now; from
-    its file, the workspace closed with the response's body (``StreamedReply``)."""
+    its file, the workspace closed with the response's body (``StreamedReply``). Flask is
+    imported here: ``extractor extract`` takes this module without the web layer."""
+    from flask import Response
+
     media_type = reply.format.media_type
     if reply.spooled is None:
         held.close()
