@@ -204,15 +204,19 @@ def measure(server: Server, inputs: list[FlatInput]) -> list[FlatPeak]:
         for pid in (master, worker):
             reset_peak(pid)
         offset = server.log_path.stat().st_size
+        # What the worker holds before the input (anonymous: its own; file: library pages):
+        # a peak that grows over a run shows which of the two grew.
+        anon, file = memory_mb(worker, "RssAnon"), memory_mb(worker, "RssFile")
         with largest_child(worker) as child:
             reply = post(server.host, server.port, Upload.of(item.path), timeout=REQUEST_TIMEOUT)
         peak = FlatPeak(
             item.what, reply.status, reply.seconds, memory_mb(worker, "VmHWM"),
             memory_mb(master, "VmHWM"), child[0], renderer_peak(server.log_path, offset),
         )  # fmt: skip
-        log.info("  %s: status %d in %.1f s; worker %.0f MB, master %.0f MB, child %.0f MB,"
-                 " renderer %.0f MB", item.what, reply.status, reply.seconds, peak.worker_mb,
-                 peak.master_mb, peak.child_mb, peak.renderer_mb)  # fmt: skip
+        log.info("  %s: status %d in %.1f s; worker %.0f MB (before: anon %.0f, file %.0f MB),"
+                 " master %.0f MB, child %.0f MB, renderer %.0f MB", item.what, reply.status,
+                 reply.seconds, peak.worker_mb, anon, file, peak.master_mb, peak.child_mb,
+                 peak.renderer_mb)  # fmt: skip
         peaks.append(peak)
     return peaks
 

@@ -17,6 +17,7 @@ from ..errors import EngineFailure, EngineTimeout, EngineUnavailable
 from ..heap import trim_heap
 from .base import TimedWord, TranscribeOptions, Transcript, TranscriptSegment
 from .sampling import OneSampleAtATime
+from .step_turns import StepTurns
 
 log = logging.getLogger(__name__)
 # Seconds the current thread's transcription spent in each timed part (see ``_timed``).
@@ -77,13 +78,16 @@ class FasterWhisperEngine:
                 num_workers=self.parallel,
             )
             # Fallback samples one at a time: a batch of 5 took a worker past 300 MB (sampling).
-            self._model.model = OneSampleAtATime(self._model.model, _stop_if_cancelled)
+            # Its heavy steps take turns between the threads sharing it (step_turns.py).
+            turns = StepTurns()
+            self._model.model = OneSampleAtATime(self._model.model, _stop_if_cancelled, turns)
         except (RuntimeError, ValueError, OSError) as exc:
             raise EngineUnavailable(
                 f"faster-whisper could not load {self.model_name}: {exc}"
             ) from exc
         # Same features, but their scratch memory is returned before the encoder runs.
         self._model.feature_extractor = _timed_features()(**self._model.feat_kwargs)
+        self._model.feature_extractor.turns = turns
         silero.install()  # the same VAD without onnxruntime's ~34 MB
         _time_parts()
         self._warm()

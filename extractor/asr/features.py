@@ -12,25 +12,35 @@ peak; and what they freed is trimmed before the encoder's peak.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 from faster_whisper.feature_extractor import FeatureExtractor
 
 from ..heap import trim_heap
+from .step_turns import StepTurns
 
 BLOCK_FRAMES = 3000  # frames of features computed at once: 30 s at Whisper's 10 ms hop
 
 
 class TrimmingFeatureExtractor(FeatureExtractor):
-    """faster-whisper's ``FeatureExtractor``, the same features in blocks, then ``malloc_trim``."""
+    """faster-whisper's ``FeatureExtractor``, the same features in blocks, then ``malloc_trim``;
+    with ``turns``, computed beside the model's other light steps only (``step_turns``)."""
+
+    turns: StepTurns | None = None
 
     def __call__(
         self, waveform: np.ndarray, padding: int = 160, chunk_length: int | None = None
     ) -> np.ndarray:
-        if chunk_length is not None or len(waveform) + padding <= BLOCK_FRAMES * self.hop_length:
-            features: np.ndarray = super().__call__(waveform, padding, chunk_length)
-        else:
-            features = self._in_blocks(waveform, padding)
-        trim_heap()
+        with self.turns.beside() if self.turns is not None else nullcontext():
+            if (
+                chunk_length is not None
+                or len(waveform) + padding <= BLOCK_FRAMES * self.hop_length
+            ):
+                features: np.ndarray = super().__call__(waveform, padding, chunk_length)
+            else:
+                features = self._in_blocks(waveform, padding)
+            trim_heap()
         return features
 
     def _in_blocks(self, waveform: np.ndarray, padding: int) -> np.ndarray:

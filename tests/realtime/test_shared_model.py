@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import threading
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 from realtime_support import pcm, transcript_words
 from support import requires_espeak
 
 from extractor.asr import TranscribeOptions
+from extractor.asr.step_turns import SHARED_ENCODE_FRAMES
 from extractor.config import Settings
 from extractor.pipeline.extraction import Extractor
 from extractor.realtime.worker import realtime_server
@@ -49,6 +51,84 @@ def test_live_decodes_share_the_file_engine_model_and_run_beside_it() -> None:
     transcriber.join(timeout=120)
     assert transcript_words(" ".join(words)) == ["good", "morning", "how", "are", "you", "today"]
     assert transcript_words(transcripts[0])[:4] == ["the", "quick", "brown", "fox"]
+
+
+class Steps:
+    """The CTranslate2 model under the engine's wrapper, each ``encode`` and ``generate`` noted
+    as it starts and ends (inside its turn), with the thread and the encoder's frames."""
+
+    def __init__(self, model: Any) -> None:
+        self.model, self.events, self._lock = model, [], threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def _step(self, kind: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        frames = int(args[0].shape[-1]) if kind == "encode" else 0
+        step = (threading.current_thread().name, kind, frames)
+        with self._lock:
+            self.events.append(("start", step))
+        try:
+            return call(*args, **kwargs)
+        finally:
+            with self._lock:
+                self.events.append(("end", step))
+
+    def encode(self, *args: Any, **kwargs: Any) -> Any:
+        return self._step("encode", self.model.encode, *args, **kwargs)
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        return self._step("generate", self.model.generate, *args, **kwargs)
+
+
+def test_a_big_encoder_pass_never_runs_beside_another_step_of_the_shared_model() -> None:
+    """A file's 30 s encoder beside a live decode took a worker past 300 MB (step_turns.py):
+    live decodes of 12 and 22 s windows run while a file of ~40 s is transcribed, and no
+    encoder pass over more than 20 s overlaps any other step; both still hear their words."""
+    settings = Settings()
+    extractor = Extractor(settings)
+    worker = SimpleNamespace(wsgi=SimpleNamespace(extensions={"extractor": extractor}))
+    live = realtime_server(worker, settings)
+    assert live is not None
+    decoder = live.scheduler.decoder
+    decoder.load()
+    wrapper = extractor.speech.whisper_model().model  # type: ignore[attr-defined]
+    steps = Steps(wrapper._model)
+    wrapper._model = steps
+
+    file_audio = audio16("The quick brown fox jumps over the lazy dog. " * 10)
+    assert len(file_audio) > 30 * 16_000  # at least one full 30 s window
+    sentence = audio16("Good morning, how are you today?")
+    windows = [np.zeros(seconds * 16_000, np.float32) for seconds in (12, 22)]
+    for window in windows:
+        window[: len(sentence)] = sentence
+    transcripts: list[str] = []
+
+    def transcribe() -> None:
+        segments = extractor.speech.transcribe(file_audio, TranscribeOptions()).segments
+        transcripts.append(" ".join(s.text for s in segments))
+
+    transcriber = threading.Thread(target=transcribe, name="file")
+    transcriber.start()
+    heard = []
+    while transcriber.is_alive() or not heard:  # live decodes all along the file's
+        heard.append(decoder.decode(windows[len(heard) % 2]))
+    transcriber.join()
+
+    in_flight: set[tuple[str, str, int]] = set()
+    big_encodes = 0
+    for event, step in steps.events:
+        if event == "start":
+            in_flight.add(step)
+        else:
+            in_flight.discard(step)
+        big = [s for s in in_flight if s[1] == "encode" and s[2] > SHARED_ENCODE_FRAMES]
+        assert not big or len(in_flight) == 1, (event, step, in_flight)
+        big_encodes += event == "start" and step in big
+    assert big_encodes >= 2  # the file's 30 s window and a live 22 s one, at least
+    assert transcript_words(transcripts[0])[:4] == ["the", "quick", "brown", "fox"]
+    for words in heard:
+        assert transcript_words(" ".join(words)) == ["good", "morning", "how", "are", "you", "today"]
 
 
 def test_a_live_decoder_with_other_threads_loads_its_own_model() -> None:
