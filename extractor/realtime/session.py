@@ -310,6 +310,23 @@ class Session:
         )
         return unrepeated(item.words, words, self.policy.repeat_words)
 
+    def _decode_partial(self, item: Item) -> tuple[list[str], list[float] | None]:
+        """A partial hypothesis up to the audio heard, with each word's slack (audio heard
+        after its end) when the policy confirms words by a margin."""
+        if self.policy.margin <= 0:
+            return self._decode(item, self.position, self.policy.partial_beam), None
+        audio = self._span(item.window, self.position)
+        item.decoded_to = self.position
+        words, ends = self.decoder.decode_timed(
+            audio,
+            prefix=item.window_text,
+            prompt=self._prompt(item),
+            beam_size=self.policy.partial_beam,
+        )
+        words = unrepeated(item.words, words, self.policy.repeat_words)
+        heard = len(audio) / SAMPLE_RATE
+        return words, [heard - end for end in ends[: len(words)]]
+
     def _send(self, item: Item, words: list[str], heard_at: int) -> None:
         """Send ``words``, first heard by the decode that ran up to sample ``heard_at``."""
         if not words:
@@ -357,7 +374,7 @@ class Session:
                 log.warning("a live final decode failed", extra={"error": str(exc)})
             return
         try:
-            hypothesis = self._decode(item, self.position, self.policy.partial_beam)
+            hypothesis, slack = self._decode_partial(item)
         except EngineFailure as exc:  # the turn's final decode will say it failed
             log.warning("a live partial decode failed", extra={"error": str(exc)})
             return
@@ -367,7 +384,7 @@ class Session:
                 item.new_window(max(item.window, item.sent_heard_at - RESTART_BACK))
             return
         item.stalled = 0
-        self._send(item, item.agreement.update(hypothesis), heard_at)
+        self._send(item, item.agreement.update(hypothesis, slack), heard_at)
 
     def _cut_due(self) -> bool:
         item = self.item
