@@ -67,8 +67,10 @@ class LocalAgreement:
                 olds = [h[index] if index < len(h) else None for h in earlier]
                 if not all(old is not None and _same(old, new) for old in olds):
                     break
-                if self.margin > 0 and slack is not None and not all(
-                    index < len(s) and s[index] >= self.margin for s in checked
+                if (
+                    self.margin > 0
+                    and slack is not None
+                    and not all(index < len(s) and s[index] >= self.margin for s in checked)
                 ):
                     break
                 agreed += 1
