@@ -232,21 +232,21 @@ class Settings(JobSettings, EngineSettings):
         above=0,
     )
     realtime_agreement: int = setting(
-        2,
+        3,
         "decodes",
         "Successive partial decodes of a live turn that must agree on a word before it is sent"
-        " (LocalAgreement-n); with EXTRACTOR_REALTIME_WORD_MARGIN_SECONDS, 2 made fewer wrong"
-        " words final than 3 without it on the tuning recordings, words ~0.9 s sooner at p90"
-        " (bench/realtime.md).",
+        " (LocalAgreement-n): 2 sends words one step sooner, 3 made fewer wrong ones final on"
+        " the tuning recordings; 2 with EXTRACTOR_REALTIME_WORD_MARGIN_SECONDS=0.3 did better"
+        " still in-process, but not over a WebSocket on a busy machine (bench/realtime.md).",
         at_least=2,
     )
     realtime_word_margin_seconds: float = setting(
-        0.3,
+        0.0,
         "seconds",
-        "A word is sent only once each agreeing decode heard at least this much audio after"
-        " the word's end (Whisper's word timings), so a word the end of the audio cut is not"
-        " taken as heard; 0 switches the check and the timings off (~10% less CPU per decode;"
-        " bench/realtime.md).",
+        "When above 0, a word is sent only once each agreeing decode heard at least this much"
+        " audio after the word's end (Whisper's word timings, an alignment pass per decode:"
+        " ~10-25% more CPU), so a word the end of the audio cut is not taken as heard; 0: no"
+        " timings (bench/realtime.md).",
         at_least=0,
     )
     realtime_beam_size: int = setting(

@@ -1,5 +1,5 @@
 """LocalAgreement-n: a word is sent once n consecutive hypotheses agree on it (the session's
-default is 2 with a margin, below: bench/realtime.md).
+default is 3; 2 with a margin, below, is the measured alternative: bench/realtime.md).
 
 Each hypothesis is what Whisper hears after the words already sent (the decoder is forced to
 continue them), so agreement is the longest common prefix of this hypothesis and the previous
@@ -10,8 +10,9 @@ keeps those guesses off the wire at the cost of about one decode step of latency
 
 Two decodes can still agree on a wrong guess when both ended inside the word ("an ill-" heard
 twice as "an old"): with word timings, a margin also asks that each agreeing decode heard
-some audio after the word's end. On the tuning set that made two agreeing decodes more
-accurate than three without it, and sooner (bench/realtime.md).
+some audio after the word's end. In-process on the tuning set that made two agreeing decodes
+more accurate than three without it, and sooner; over a WebSocket on a busy machine its
+alignment pass made decodes fall further behind (bench/realtime.md), so it is off by default.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ class DecodePolicy:
     # seconds a partial decode must have heard past a word's end to confirm it (0: no check,
     # no word timings); margin_all: every agreeing decode must have (else the newest only)
     margin: float = _declared("realtime_word_margin_seconds")
-    margin_all: bool = True
+    margin_all: bool = True  # (both measured: bench/realtime.md)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DecodePolicy:
