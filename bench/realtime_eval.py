@@ -259,11 +259,13 @@ def main() -> None:
     parser.add_argument("--hold-back", type=int, default=None)
     parser.add_argument("--repeat-words", type=int, default=None)
     parser.add_argument("--step", type=float, default=None)
-    parser.add_argument("--margin", type=float, default=0.0)
-    parser.add_argument("--margin-all", action="store_true")
+    parser.add_argument("--margin", type=float, default=None)
+    parser.add_argument("--margin-newest", action="store_true")
+    parser.add_argument("--prompt-words", type=int, default=None)
     parser.add_argument("--long-window", type=float, default=None)
     parser.add_argument("--min-window", type=float, default=10.0)
     parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--dump", type=Path, help="write each recording's events here (JSON)")
     parser.add_argument("--no-whole", action="store_true")
     args = parser.parse_args()
     if args.long_window:  # a turn's window is cut at the next pause past this many seconds
@@ -276,8 +278,9 @@ def main() -> None:
         agreement=args.agreement or base.agreement,
         hold_back=base.hold_back if args.hold_back is None else args.hold_back,
         repeat_words=base.repeat_words if args.repeat_words is None else args.repeat_words,
-        margin=args.margin,
-        margin_all=args.margin_all,
+        margin=base.margin if args.margin is None else args.margin,
+        prompt_words=base.prompt_words if args.prompt_words is None else args.prompt_words,
+        margin_all=not args.margin_newest,
     )
     decoder = WindowDecoder(None, threads=2, min_window_seconds=args.min_window)
     decoder.load()
@@ -291,6 +294,9 @@ def main() -> None:
         started, busy = time.perf_counter(), decoder.seconds_busy
         text, events = stream(lambda emit: Session(decoder, emit, policy=policy), recording)
         waited = waits(events, reference_words(recording))
+        if args.dump:
+            args.dump.mkdir(parents=True, exist_ok=True)
+            (args.dump / f"{recording.name}.json").write_text(json.dumps(events))
         all_waited += waited
         if recording.name.startswith("talk-"):
             talk_waited += waited

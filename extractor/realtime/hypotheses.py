@@ -16,16 +16,13 @@ from .decoder import WindowDecoder
 from .items import DecodePolicy, Item
 from .repeats import unrepeated
 
-PROMPT_WORDS = 60  # words of earlier text given to the decoder as its prompt
 
-
-def prompt(item: Item, session_prompt: str) -> str:
+def prompt(item: Item, session_prompt: str, words: int) -> str:
     """The session's prompt and the turn's words before the window being decoded."""
     earlier = item.transcript[: len(item.transcript) - len(item.window_text)].split()
     # Only this turn's own earlier text: a prompt holding what was said in earlier turns
     # made tiny.en repeat it ("They say it will rain" heard three times in a row).
-    words = earlier[-PROMPT_WORDS:]
-    return " ".join([session_prompt, *words]).strip()
+    return " ".join([session_prompt, *(earlier[-words:] if words > 0 else [])]).strip()
 
 
 def hypothesis(
@@ -40,7 +37,10 @@ def hypothesis(
 ) -> tuple[list[str], list[float] | None]:
     """The words after the window's sent ones in ``audio`` (the window's), and with ``timed``
     and a policy margin each word's slack in seconds (else None)."""
-    options = {"prefix": item.window_text, "prompt": prompt(item, session_prompt)}
+    options = {
+        "prefix": item.window_text,
+        "prompt": prompt(item, session_prompt, policy.prompt_words),
+    }
     if not (timed and policy.margin > 0):
         words = decoder.decode(audio, beam_size=beam, **options)
         return unrepeated(item.words, words, policy.repeat_words), None

@@ -29,10 +29,11 @@ class DecodePolicy:
     agreement: int = _declared("realtime_agreement")
     hold_back: int = 0  # last words of a hypothesis it never confirms
     repeat_words: int = 3  # a hypothesis is cut where it repeats this many words (0: never)
+    prompt_words: int = 60  # words of the turn's text before the window given as the prompt
     # seconds a partial decode must have heard past a word's end to confirm it (0: no check,
-    # no word timings); margin_all: every agreeing decode must have (else the newest)
-    margin: float = 0.0
-    margin_all: bool = False
+    # no word timings); margin_all: every agreeing decode must have (else the newest only)
+    margin: float = _declared("realtime_word_margin_seconds")
+    margin_all: bool = True
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DecodePolicy:
@@ -42,6 +43,7 @@ class DecodePolicy:
             partial_beam=settings.realtime_beam_size,
             final_beam=settings.realtime_beam_size,
             agreement=settings.realtime_agreement,
+            margin=settings.realtime_word_margin_seconds,
         )
 
     def new_agreement(self) -> LocalAgreement:
