@@ -62,6 +62,10 @@ typecheck:
 TEST_WORKERS ?= 3
 PARALLEL_MARKERS := not serial and not torch
 test: install-dev lint typecheck
+	@# The libraries pip has just written stay cached in large folios that a process maps whole:
+	@# dropped here, before any test process maps them, the serial pass measures a worker's RSS
+	@# as on a machine that read them from disk (bench/pagecache.py, bench/memory.md).
+	@$(BIN)/python -m bench.pagecache
 	@status=0; \
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "$(PARALLEL_MARKERS)" \
 	    $(PYTEST_ARGS) || { rc=$$?; [ $$rc = 5 ] || status=$$rc; }; \

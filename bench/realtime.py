@@ -333,7 +333,7 @@ def main() -> None:
 def write_report(
     out: Path, rows: list[tuple[str, str, dict[str, Any]]], whole: dict[str, float], idle_png: float
 ) -> None:
-    policy = DecodePolicy()  # the server's too: its settings' defaults are the same
+    policy = DecodePolicy()  # the server's too: its defaults are the settings' defaults
     lines = [
         "# Live transcription: latency, accuracy, cost",
         "",

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import difflib
 import json
 import tarfile
 import time
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from bench import datasets, talks
-from bench.accuracy_score import speech_errors
+from bench.accuracy_score import normalize_speech, speech_errors
 from extractor import samples
 
 RATE = 16_000
@@ -144,7 +145,10 @@ def to_pcm24(audio: np.ndarray) -> bytes:
 
 
 def stream(session_factory: Any, recording: Recording) -> tuple[str, list[dict[str, Any]]]:
-    """Feed ``recording`` to a new session in 40 ms appends, stepping it idle after each."""
+    """Feed ``recording`` to a new session in 40 ms appends, stepping it idle after each.
+
+    Each event gets ``x_heard``: the seconds of audio sent when it came out (what the session
+    had heard; a word's wait is that less its end in the audio)."""
     events: list[dict[str, Any]] = []
     session = session_factory(events.append)
     pcm = to_pcm24(recording.audio)
@@ -154,9 +158,11 @@ def stream(session_factory: Any, recording: Recording) -> tuple[str, list[dict[s
         session.receive(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
         while session.step():
             pass
+        _heard(events, min(offset + size, len(pcm)) / (24_000 * 2))
     session.receive(json.dumps({"type": "input_audio_buffer.commit"}))
     while session.step():
         pass
+    _heard(events, len(pcm) / (24_000 * 2))
     done = [
         e["transcript"]
         for e in events
@@ -164,6 +170,57 @@ def stream(session_factory: Any, recording: Recording) -> tuple[str, list[dict[s
     ]
     _check_append_only(events)
     return " ".join(t for t in done if t.strip()), events
+
+
+def _heard(events: list[dict[str, Any]], seconds: float) -> None:
+    for event in reversed(events):
+        if "x_heard" in event:
+            break
+        event["x_heard"] = seconds
+
+
+def reference_words(recording: Recording) -> list[tuple[str, float]]:
+    """Each word's end (s) in ``recording``: faster-whisper's word timestamps of the whole
+    file (tiny.en, beam 5), as bench/realtime.py times words; cached by the audio's digest."""
+    import hashlib
+
+    digest = hashlib.sha256(recording.audio.tobytes()).hexdigest()[:16]
+    cached = datasets.cache_dir() / "realtime_eval" / f"{recording.name}-{digest}.json"
+    if cached.is_file():
+        return [(w, e) for w, e in json.loads(cached.read_text())]
+    from faster_whisper import WhisperModel
+
+    from extractor.asr.faster import bundled_model_dir
+
+    model = WhisperModel(str(bundled_model_dir()), device="cpu", compute_type="int8")
+    segments, _ = model.transcribe(recording.audio, word_timestamps=True, beam_size=5)
+    words = [(w.word.strip(), w.end) for s in segments for w in (s.words or [])]
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.write_text(json.dumps(words))
+    return words
+
+
+def waits(events: list[dict[str, Any]], reference: list[tuple[str, float]]) -> list[float]:
+    """Audio seconds each sent word waited: what the session had heard when its delta came
+    out, less the word's end (streamed words matched in order to the reference's)."""
+    sent = [
+        (word, event["x_heard"])
+        for event in events
+        if event["type"] == "conversation.item.input_audio_transcription.delta"
+        for word in event["delta"].split()
+    ]
+    norm = [normalize_speech(w) for w, _h in sent]
+    ref = [normalize_speech(w) for w, _e in reference]
+    matcher = difflib.SequenceMatcher(a=norm, b=ref, autojunk=False)
+    return [
+        sent[block.a + k][1] - reference[block.b + k][1]
+        for block in matcher.get_matching_blocks()
+        for k in range(block.size)
+    ]
+
+
+def _pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
 
 
 def _check_append_only(events: list[dict[str, Any]]) -> None:
@@ -202,9 +259,13 @@ def main() -> None:
     parser.add_argument("--hold-back", type=int, default=None)
     parser.add_argument("--repeat-words", type=int, default=None)
     parser.add_argument("--step", type=float, default=None)
+    parser.add_argument("--margin", type=float, default=None)
+    parser.add_argument("--margin-newest", action="store_true")
+    parser.add_argument("--prompt-words", type=int, default=None)
     parser.add_argument("--long-window", type=float, default=None)
     parser.add_argument("--min-window", type=float, default=10.0)
     parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--dump", type=Path, help="write each recording's events here (JSON)")
     parser.add_argument("--no-whole", action="store_true")
     args = parser.parse_args()
     if args.long_window:  # a turn's window is cut at the next pause past this many seconds
@@ -217,16 +278,28 @@ def main() -> None:
         agreement=args.agreement or base.agreement,
         hold_back=base.hold_back if args.hold_back is None else args.hold_back,
         repeat_words=base.repeat_words if args.repeat_words is None else args.repeat_words,
+        margin=base.margin if args.margin is None else args.margin,
+        prompt_words=base.prompt_words if args.prompt_words is None else args.prompt_words,
+        margin_all=not args.margin_newest,
     )
     decoder = WindowDecoder(None, threads=2, min_window_seconds=args.min_window)
     decoder.load()
     refs, streamed, whole = [], [], []
+    all_waited: list[float] = []
+    talk_waited: list[float] = []  # the espeak-ng talks' words
     decode_total = audio_total = 0.0
     for recording in recordings(args.set):
         if args.only and recording.name not in args.only:
             continue
         started, busy = time.perf_counter(), decoder.seconds_busy
-        text, _events = stream(lambda emit: Session(decoder, emit, policy=policy), recording)
+        text, events = stream(lambda emit: Session(decoder, emit, policy=policy), recording)
+        waited = waits(events, reference_words(recording))
+        if args.dump:
+            args.dump.mkdir(parents=True, exist_ok=True)
+            (args.dump / f"{recording.name}.json").write_text(json.dumps(events))
+        all_waited += waited
+        if recording.name.startswith("talk-"):
+            talk_waited += waited
         spent = time.perf_counter() - started
         decoding = decoder.seconds_busy - busy
         decode_total += decoding
@@ -239,12 +312,17 @@ def main() -> None:
             whole.append(whole_file(recording))
             line += f", whole {speech_errors([recording.text], [whole[-1]]).wer:.1%}"
         cost = f"decode {decoding / recording.seconds:.3f} s per audio s"
+        line += f", waited p50/p90 {_pct(waited, 50):.2f}/{_pct(waited, 90):.2f} s"
         print(line + f" ({spent:.0f} s, {cost})", flush=True)
         print("   streamed:", text[:3000], flush=True)
     total = speech_errors(refs, streamed)
     line = f"ALL {args.set}: streamed WER {total.wer:.2%}"
     if whole:
         line += f", whole file {speech_errors(refs, whole).wer:.2%}"
+    line += f"; words waited p50/p90/p95 {_pct(all_waited, 50):.2f}/{_pct(all_waited, 90):.2f}"
+    line += f"/{_pct(all_waited, 95):.2f} s ({len(all_waited)} words)"
+    line += f", talks' {_pct(talk_waited, 50):.2f}/{_pct(talk_waited, 90):.2f}"
+    line += f"/{_pct(talk_waited, 95):.2f} s"
     if audio_total:
         line += f"; decode {decode_total / audio_total:.3f} s per audio s"
     print(line, flush=True)

@@ -169,3 +169,23 @@ def test_the_reader_process_keeps_the_request_deadline(
     assert running(engine.reader)
     with pytest.raises(EngineTimeout):
         engine.recognise(page, time.monotonic() - 1, reader=True)
+
+
+def test_the_keeper_sleeps_while_no_job_wants_the_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every worker starts the keeper at load; with no job transcribing it must not wake
+    (it looked every second in every worker before), yet a want() still wakes it at once."""
+    reader = PageReader("eng", None, 1)
+    settled = threading.Event()
+    looks: list[float] = []
+
+    def settle() -> None:
+        looks.append(time.monotonic())
+        settled.set()
+
+    monkeypatch.setattr(reader, "_settle", settle)
+    reader.start_keeper()
+    time.sleep(2.5)  # the old keeper looked twice by now
+    assert looks == []
+    reader.want(True)  # nothing is started: _settle is the counter
+    assert settled.wait(20)
+    reader.want(False)  # back to sleep: nothing more to settle

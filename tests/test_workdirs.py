@@ -36,6 +36,59 @@ def test_a_request_directory_lives_inside_the_process_directory_and_goes_with_it
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_request_made_while_another_removes_the_process_directory_gets_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process directory exists when this request's mkdir runs and is gone right after:
+    another request of the process ended and removed it, empty. An asynchronous job that
+    started as its submit request ended failed this way ('internal error'): mkdir(exist_ok)
+    raised FileExistsError once its own check found nothing. The OS cannot be made to
+    interleave the two threads on demand, so the other request's removal is done here,
+    between the mkdir that finds the directory and what comes after."""
+    mine = workdirs.process_dir(str(tmp_path))
+    real_mkdir = os.mkdir
+    interfered: list[str] = []
+
+    def mkdir_then_removed(path: str | os.PathLike[str], mode: int = 0o777) -> None:
+        if Path(path) == mine and not interfered:
+            interfered.append(str(path))
+            mine.rmdir()  # the other request's cleanup, just after our mkdir found it
+            raise FileExistsError(17, "File exists", str(path))
+        real_mkdir(path, mode)
+
+    monkeypatch.setattr(os, "mkdir", mkdir_then_removed)
+    with workdirs.request_workdir(str(tmp_path)) as workdir:
+        assert interfered
+        assert workdir.parent == mine  # made again: still swept if this process dies
+        (workdir / "upload").write_bytes(b"x")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_requests_of_one_process_come_and_go_at_once(tmp_path: Path) -> None:
+    """Threads making and removing request directories together: each gets its own inside
+    the process directory, none fails, nothing is left."""
+    failures: list[BaseException] = []
+    outside: list[Path] = []
+
+    def requests() -> None:
+        for _ in range(200):
+            try:
+                with workdirs.request_workdir(str(tmp_path)) as workdir:
+                    (workdir / "upload").write_bytes(b"x")
+                    if not workdir.parent.name.startswith(f"extractor-{os.getpid()}-"):
+                        outside.append(workdir)
+            except Exception as exc:  # what a request would have failed with
+                failures.append(exc)
+
+    threads = [threading.Thread(target=requests) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == [] and outside == []
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_sweep_removes_only_directories_of_processes_that_are_gone(tmp_path: Path) -> None:
     mine = workdirs.process_dir(str(tmp_path))
     started = mine.name.rsplit("-", 1)[1]

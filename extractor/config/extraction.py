@@ -226,9 +226,9 @@ class Settings(JobSettings, EngineSettings):
     realtime_step_seconds: float = setting(
         0.4,
         "seconds",
-        "Seconds of new audio between two partial decodes of a live turn (LocalAgreement-3"
-        " sends a word once three successive decodes agree on it): less is lower latency for"
-        " more CPU (bench/realtime.md).",
+        "Seconds of new audio between two partial decodes of a live turn (a word is sent once"
+        " successive decodes agree on it): less is lower latency for more CPU"
+        " (bench/realtime.md).",
         above=0,
     )
     realtime_agreement: int = setting(
@@ -236,8 +236,18 @@ class Settings(JobSettings, EngineSettings):
         "decodes",
         "Successive partial decodes of a live turn that must agree on a word before it is sent"
         " (LocalAgreement-n): 2 sends words one step sooner, 3 made fewer wrong ones final on"
-        " the tuning recordings (bench/realtime.md).",
+        " the tuning recordings; 2 with EXTRACTOR_REALTIME_WORD_MARGIN_SECONDS=0.3 did better"
+        " still in-process, but not over a WebSocket on a busy machine (bench/realtime.md).",
         at_least=2,
+    )
+    realtime_word_margin_seconds: float = setting(
+        0.0,
+        "seconds",
+        "When above 0, a word is sent only once each agreeing decode heard at least this much"
+        " audio after the word's end (Whisper's word timings, an alignment pass per decode:"
+        " ~10-25% more CPU), so a word the end of the audio cut is not taken as heard; 0: no"
+        " timings (bench/realtime.md).",
+        at_least=0,
     )
     realtime_beam_size: int = setting(
         5,

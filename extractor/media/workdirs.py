@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 PREFIX = "extractor-"
 _OWNED = re.compile(rf"^{PREFIX}(\d+)-(\d+)$")  # pid, start time in clock ticks after boot
+ATTEMPTS = 10  # to make a request directory while other requests remove the empty parent
 
 
 def _start_time(pid: int) -> int | None:
@@ -61,7 +62,12 @@ def process_dir(tmp_dir: str | None) -> Path:
     pid = os.getpid()
     root = Path(tmp_dir or tempfile.gettempdir())
     path = root / f"{PREFIX}{pid}-{_start_time(pid) or 0}"
-    path.mkdir(mode=0o700, exist_ok=True)
+    # Made already by another request of this process, which may remove it again (empty) at
+    # any moment: not ``mkdir(exist_ok=True)``, whose check after EEXIST then raised
+    # FileExistsError (an asynchronous job that started as its submit request ended failed
+    # with it). Gone by now, the lstat below raises FileNotFoundError and the caller retries.
+    with suppress(FileExistsError):
+        path.mkdir(mode=0o700)
     # The name is predictable, so in a shared /tmp someone else may have made it first (or
     # planted a symlink): only a private directory of our own may hold uploads.
     info = path.lstat()
@@ -88,10 +94,11 @@ def request_workdir(tmp_dir: str | None) -> Iterator[Path]:
 
 
 def _fresh_dir(tmp_dir: str | None) -> Path:
-    for _attempt in range(3):
+    for _attempt in range(ATTEMPTS):
         try:
             return Path(tempfile.mkdtemp(prefix="request-", dir=process_dir(tmp_dir)))
         except FileNotFoundError:  # a concurrent request just removed the empty parent
+            # (between our mkdir and lstat, or before mkdtemp): make it again
             continue
         except PermissionError:
             log.warning("process directory taken by another user; request files not swept")

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 REPLY_GRACE_SECONDS = 5.0  # past the page's deadline, the process is killed (its monitor failed)
 STOP_SECONDS = 5.0  # a stopped reader finishing its page before it is killed
+WATCH_SECONDS = 1.0  # how often a wanted process is looked at (it may die between pages)
 
 
 class ReaderUnavailable(Exception):
@@ -84,8 +85,12 @@ class PageReader:
 
     def _keep(self) -> None:
         while True:
-            with self._changed:  # woken by want(), or finding the process died within a second
-                self._changed.wait_for(lambda: self._wanted != self.running, timeout=1.0)
+            with self._changed:
+                # Woken by want() or by a page that found the process dead (``_replace``). Only
+                # while the process is wanted does it also look once a second whether it died
+                # unseen; a worker whose jobs never transcribe sleeps here for good.
+                poll = WATCH_SECONDS if self._wanted else None
+                self._changed.wait_for(lambda: self._wanted != self.running, timeout=poll)
             try:
                 self._settle()
             except OSError:  # cannot start a process now: pages go through the CLI meanwhile

@@ -154,7 +154,8 @@ class TesseractEngine:
                         return lines_from_tsv(parse_tsv(tsv), page)
                 except ReaderUnavailable as exc:  # it died: this page goes through the CLI
                     log.warning("page reader unavailable", extra={"error": str(exc)})
-        pool = self._library() if in_process and not reader else None
+            return self._recognise_cli(page, deadline, languages)  # not up, busy or dead
+        pool = self._library() if in_process else None
         if pool is None:
             return self._recognise_cli(page, deadline, languages)
         try:

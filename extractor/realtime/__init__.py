@@ -9,7 +9,10 @@ while the speaker is still talking. The parts, each in its own module:
 - ``turns``: server_vad, Silero VAD run on the stream, deciding where speech starts and stops;
 - ``agreement``: LocalAgreement-n, which turns successive hypotheses into append-only deltas;
 - ``repeats``: the guard against Whisper saying the words just sent again;
-- ``decoder``: Whisper (faster-whisper's tiny.en int8 model) decoding the window of a turn;
+- ``decoder``: Whisper (faster-whisper's tiny.en int8 model) decoding the window of a turn,
+  with each word's end when asked (the word margin of ``agreement``);
+- ``hypotheses``: one decode of a turn's window: the words sent forced, the earlier text as
+  the prompt, repeats cut; ``items``: the decoding policy and a turn's conversation item;
 - ``session``: one stream's state, turning client events into server events;
 - ``scheduler``: the one thread per worker that runs every session's audio work;
 - ``connection``: the WebSocket itself (wsproto), served from the worker's main loop.

@@ -22,6 +22,7 @@ otherwise (another engine, other threads, a test) the decoder loads its own copy
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -103,6 +104,25 @@ class WindowDecoder:
         beam_size: int = 1,
     ) -> list[str]:
         """The words Whisper hears in ``audio`` (16 kHz, at most 29 s) after ``prefix``."""
+        return self._decode(audio, prefix, prompt, beam_size, timed=False)[0]
+
+    def decode_timed(
+        self,
+        audio: np.ndarray,
+        *,
+        prefix: str = "",
+        prompt: str = "",
+        beam_size: int = 1,
+    ) -> tuple[list[str], list[float]]:
+        """``decode``'s words and where each ends (seconds into ``audio``), by Whisper's
+        cross-attention alignment (faster-whisper's word timestamps): what tells a word
+        heard whole from one the audio's end cut."""
+        words, ends = self._decode(audio, prefix, prompt, beam_size, timed=True)
+        return words, ends
+
+    def _decode(
+        self, audio: np.ndarray, prefix: str, prompt: str, beam_size: int, *, timed: bool
+    ) -> tuple[list[str], list[float]]:
         import ctranslate2
 
         if self._model is None:
@@ -140,7 +160,30 @@ class WindowDecoder:
         if ids[: len(forced)] == forced:
             ids = ids[len(forced) :]
         text = tok.decode(ids)
-        self.seconds_busy += time.perf_counter() - started
+        spans = [(m.group(), m.end()) for m in re.finditer(r"\S+", text)]
         # A mark alone (", but" after a forced "afternoon") is dropped: sent, it would end the
         # next forced prefix on a bare comma, after which tiny.en tends to stop at once.
-        return [word for word in text.split() if any(c.isalnum() for c in word)]
+        kept = [(word, end) for word, end in spans if any(c.isalnum() for c in word)]
+        ends: list[float] = []
+        if timed and kept:
+            ends = self._ends(encoded, forced, ids, [end for _w, end in kept], seconds)
+        self.seconds_busy += time.perf_counter() - started
+        return [word for word, _end in kept], ends
+
+    def _ends(
+        self, encoded: Any, forced: list[int], ids: list[int], offsets: list[int], seconds: float
+    ) -> list[float]:
+        """The end (s) of the words of ``tok.decode(ids)`` ending at character ``offsets``."""
+        tok = self._tokenizer
+        frames = max(1, int(seconds * SAMPLE_RATE) // HOP)
+        aligned = self._model.find_alignment(tok, [forced + ids], encoded, frames)[0]
+        skip = len(tok.decode(forced)) if forced else 0  # the prefix's characters
+        ends, covered, index = [], 0, 0
+        for offset in offsets:
+            while index < len(aligned):
+                covered += len(aligned[index]["word"])
+                index += 1
+                if covered - skip >= offset:
+                    break
+            ends.append(float(aligned[index - 1]["end"]) if aligned else seconds)
+        return ends

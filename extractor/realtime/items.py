@@ -4,8 +4,16 @@ the words sent for them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from ..config import Settings
 from .agreement import LocalAgreement
+
+
+def _declared(name: str) -> Any:
+    """The default of the setting ``name`` as extractor/config declares it: the one place a
+    live decoding default is written (the README's table comes from it too)."""
+    return Settings.__dataclass_fields__[name].default
 
 
 @dataclass(frozen=True)
@@ -13,17 +21,38 @@ class DecodePolicy:
     """How a session decodes: every ``step_seconds`` of new audio a partial hypothesis with
     ``partial_beam``; a finished window with ``final_beam``."""
 
-    # The defaults were chosen on bench/realtime_eval.py's tuning set (bench/realtime.md):
-    # beam 5 with the repetition guard and LocalAgreement-3 every 0.4 s.
-    step_seconds: float = 0.4
-    partial_beam: int = 5
-    final_beam: int = 5
-    agreement: int = 3  # consecutive hypotheses that must agree on a word (LocalAgreement-n)
+    # The settings' defaults, chosen on bench/realtime_eval.py's tuning set (bench/realtime.md).
+    step_seconds: float = _declared("realtime_step_seconds")
+    partial_beam: int = _declared("realtime_beam_size")
+    final_beam: int = _declared("realtime_beam_size")
+    # consecutive hypotheses that must agree on a word (LocalAgreement-n)
+    agreement: int = _declared("realtime_agreement")
     hold_back: int = 0  # last words of a hypothesis it never confirms
     repeat_words: int = 3  # a hypothesis is cut where it repeats this many words (0: never)
+    prompt_words: int = 60  # words of the turn's text before the window given as the prompt
+    # seconds a partial decode must have heard past a word's end to confirm it (0: no check,
+    # no word timings); margin_all: every agreeing decode must have (else the newest only)
+    margin: float = _declared("realtime_word_margin_seconds")
+    margin_all: bool = True  # (both measured: bench/realtime.md)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DecodePolicy:
+        """A deployment's policy: its ``EXTRACTOR_REALTIME_*`` decoding settings."""
+        return cls(
+            step_seconds=settings.realtime_step_seconds,
+            partial_beam=settings.realtime_beam_size,
+            final_beam=settings.realtime_beam_size,
+            agreement=settings.realtime_agreement,
+            margin=settings.realtime_word_margin_seconds,
+        )
 
     def new_agreement(self) -> LocalAgreement:
-        return LocalAgreement(hold_back=self.hold_back, hypotheses=self.agreement)
+        return LocalAgreement(
+            hold_back=self.hold_back,
+            hypotheses=self.agreement,
+            margin=self.margin,
+            margin_all=self.margin_all,
+        )
 
 
 @dataclass

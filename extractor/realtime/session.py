@@ -35,8 +35,8 @@ from .agreement import comparable
 from .audio import SAMPLE_RATE, AudioInput
 from .decoder import WindowDecoder
 from .events import ProtocolError, ServerVad, SessionConfig
+from .hypotheses import hypothesis
 from .items import DecodePolicy, Item
-from .repeats import unrepeated
 from .turns import TurnDetector
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,6 @@ LONG_WINDOW_SECONDS = 20.0  # past this, a window is cut at the next pause
 HARD_WINDOW_SECONDS = 28.0  # and here without one
 TAIL_SECONDS = 0.4  # audio after the last speech a final decode hears (Silero ends "ships" early)
 MIN_COMMIT_MS = 100  # OpenAI's smallest committable buffer
-PROMPT_WORDS = 60  # words of earlier text given to the decoder as its prompt
 # tiny.en can end its text right after a forced prefix ending a sentence while speech goes on:
 STALLED_DECODES = 3  # partials in a row hearing nothing then restart the window (unforced)
 RESTART_BACK = SAMPLE_RATE // 2  # this much before the audio that held the last words sent
@@ -295,20 +294,15 @@ class Session:
         return self.audio[max(start - self.base, 0) : max(end - self.base, 0)]
 
     # -- decoding --------------------------------------------------------------------------------
-    def _prompt(self, item: Item) -> str:
-        earlier = item.transcript[: len(item.transcript) - len(item.window_text)].split()
-        # Only this turn's own earlier text: a prompt holding what was said in earlier turns
-        # made tiny.en repeat it ("They say it will rain" heard three times in a row).
-        words = earlier[-PROMPT_WORDS:]
-        return " ".join([self.config.prompt, *words]).strip()
-
-    def _decode(self, item: Item, end: int, beam: int) -> list[str]:
+    def _decode(
+        self, item: Item, end: int, beam: int, *, timed: bool = False
+    ) -> tuple[list[str], list[float] | None]:
+        """The words after those sent in the item's window up to ``end`` (``hypotheses``)."""
         audio = self._span(item.window, end)
         item.decoded_to = end
-        words = self.decoder.decode(
-            audio, prefix=item.window_text, prompt=self._prompt(item), beam_size=beam
+        return hypothesis(
+            self.decoder, self.policy, item, audio, beam, self.config.prompt, timed=timed
         )
-        return unrepeated(item.words, words, self.policy.repeat_words)
 
     def _send(self, item: Item, words: list[str], heard_at: int) -> None:
         """Send ``words``, first heard by the decode that ran up to sample ``heard_at``."""
@@ -352,22 +346,22 @@ class Session:
         if self.config.turn_detection is not None and self.detector.pausing:
             key, end = item.final_key, item.speech_end + int(TAIL_SECONDS * SAMPLE_RATE)
             try:
-                item.ready = (key, self._decode(item, end, self.policy.final_beam))
+                item.ready = (key, self._decode(item, end, self.policy.final_beam)[0])
             except EngineFailure as exc:
                 log.warning("a live final decode failed", extra={"error": str(exc)})
             return
         try:
-            hypothesis = self._decode(item, self.position, self.policy.partial_beam)
+            heard, slack = self._decode(item, self.position, self.policy.partial_beam, timed=True)
         except EngineFailure as exc:  # the turn's final decode will say it failed
             log.warning("a live partial decode failed", extra={"error": str(exc)})
             return
-        if not hypothesis and item.window_words and self.detector.speaking:
+        if not heard and item.window_words and self.detector.speaking:
             item.stalled += 1
             if item.stalled >= STALLED_DECODES:
                 item.new_window(max(item.window, item.sent_heard_at - RESTART_BACK))
             return
         item.stalled = 0
-        self._send(item, item.agreement.update(hypothesis), heard_at)
+        self._send(item, item.agreement.update(heard, slack), heard_at)
 
     def _cut_due(self) -> bool:
         item = self.item
@@ -384,7 +378,7 @@ class Session:
         assert item is not None
         end = min(self.position, (until or self.position) + int(TAIL_SECONDS * SAMPLE_RATE))
         try:
-            self._send(item, self._decode(item, end, self.policy.final_beam), end)
+            self._send(item, self._decode(item, end, self.policy.final_beam)[0], end)
         except EngineFailure as exc:
             log.warning("a live window decode failed", extra={"error": str(exc)})
         item.new_window(end)
@@ -399,7 +393,7 @@ class Session:
                 if ready is not None and ready[0] == item.final_key:
                     words = ready[1]  # decoded during the pause: nothing was said since
                 else:
-                    words = self._decode(item, end, self.policy.final_beam)
+                    words = self._decode(item, end, self.policy.final_beam)[0]
                 self._send(item, words, end)
             except EngineFailure as exc:
                 failure = exc

@@ -42,12 +42,7 @@ def realtime_server(worker: Any, settings: Any) -> RealtimeServer | None:
         cache_dir=settings.model_cache_dir,
         shared=_file_engine_model(worker, settings),
     )
-    policy = DecodePolicy(
-        step_seconds=settings.realtime_step_seconds,
-        partial_beam=settings.realtime_beam_size,
-        final_beam=settings.realtime_beam_size,
-        agreement=settings.realtime_agreement,
-    )
+    policy = DecodePolicy.from_settings(settings)
     scheduler = Scheduler(
         decoder,
         policy,

@@ -43,3 +43,27 @@ def test_hold_back_keeps_the_newest_words_pending() -> None:
 def test_the_policy_builds_its_agreement() -> None:
     agreement = DecodePolicy(agreement=3, hold_back=1).new_agreement()
     assert (agreement.hypotheses, agreement.hold_back) == (3, 1)
+
+
+def test_a_margin_holds_a_word_that_touches_the_end_of_the_audio() -> None:
+    # Each word's slack: the audio its decode heard after the word's end.
+    agreement = LocalAgreement(margin=0.3)
+    assert agreement.update(["the", "quick", "bro"], [1.0, 0.5, 0.0]) == []
+    # "brown" agrees but ended 0.1 s before the end of what the newest decode heard.
+    assert agreement.update(["the", "quick", "brown"], [1.4, 0.9, 0.1]) == ["the", "quick"]
+    assert agreement.update(["brown", "fox"], [0.5, 0.0]) == ["brown"]
+
+
+def test_a_margin_on_every_agreeing_hypothesis() -> None:
+    agreement = LocalAgreement(margin=0.3, margin_all=True)
+    assert agreement.update(["the", "quick"], [0.5, 0.1]) == []
+    # "quick" touched the end of the older decode: it waits for one more.
+    assert agreement.update(["the", "quick"], [0.9, 0.5]) == ["the"]
+    assert agreement.update(["quick"], [0.9]) == ["quick"]
+
+
+def test_the_policy_defaults_are_the_settings_defaults() -> None:
+    from extractor.config import Settings
+
+    settings, policy = Settings(), DecodePolicy()
+    assert policy == DecodePolicy.from_settings(settings)

@@ -22,6 +22,10 @@ class CountingDecoder:
         self.calls += 1
         return self.real.decode(*args, **kwargs)
 
+    def decode_timed(self, *args: Any, **kwargs: Any) -> tuple[list[str], list[float]]:
+        self.calls += 1
+        return self.real.decode_timed(*args, **kwargs)
+
 
 def run(session: Session, messages: list[str]) -> None:
     for message in messages:
@@ -155,6 +159,13 @@ class StopsAfterASentence:
         if len(prefix.split()) >= 6:
             return []
         return self.real.decode(audio, prefix=prefix, **kwargs)
+
+    def decode_timed(
+        self, audio: Any, *, prefix: str = "", **kwargs: Any
+    ) -> tuple[list[str], list[float]]:
+        if len(prefix.split()) >= 6:
+            return [], []
+        return self.real.decode_timed(audio, prefix=prefix, **kwargs)
 
 
 def test_a_window_that_stops_after_a_sentence_restarts(decoder: WindowDecoder) -> None:

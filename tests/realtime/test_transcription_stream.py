@@ -13,6 +13,7 @@ import json
 import re
 import socket
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,12 +52,16 @@ def minute() -> bytes:
     return repeat_speech(APACHE_DEFINITIONS.replace("\n", " "), 60)
 
 
-def events(url: str, wav: bytes, **form: str) -> Iterator[tuple[float, dict[str, Any]]]:
-    """The stream's events, each with the seconds since the request when it arrived."""
+def events(
+    url: str, wav: bytes, request_id: str | None = None, **form: str
+) -> Iterator[tuple[float, dict[str, Any]]]:
+    """The stream's events, each with the seconds since the request when it arrived;
+    ``request_id`` names the request in the server's log (X-Request-ID)."""
     started = time.monotonic()
     data = {"model": "whisper-1", "stream": "true", **form}
+    headers = {"X-Request-ID": request_id} if request_id else None
     with httpx.stream("POST", url + ROUTE, files={"file": ("a.wav", wav)}, data=data,
-                      timeout=GENEROUS) as reply:  # fmt: skip
+                      headers=headers, timeout=GENEROUS) as reply:  # fmt: skip
         assert reply.status_code == 200, reply.read()
         assert reply.headers["content-type"].startswith("text/event-stream")
         for line in reply.iter_lines():
@@ -165,16 +170,16 @@ def test_a_client_that_leaves_stops_the_transcription(
     the five minutes), its slot is free, the workspace is gone, and the next request works."""
     wav = repeat_speech(APACHE_DEFINITIONS.replace("\n", " "), 300)
     wait_idle(server)
-    stream = events(server, wav)
+    request_id = uuid.uuid4().hex
+    stream = events(server, wav, request_id)
     _at, first = next(stream)
     assert first["type"] == "transcript.text.delta"
     stream.close()  # the connection closes here
     wait_idle(server)
-    deadline = time.monotonic() + GENEROUS
-    while not (ended := _log_records(server_log, "streamed transcription ended")):
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
-    assert ended[-1]["outcome"] == "stopped: client gone"
+    # This stream's own record: the slot is free before its thread removes the workspace and
+    # logs, and the module's earlier streams logged "finished" (the last record was theirs).
+    ended = _record_of(server_log, "streamed transcription ended", request_id)
+    assert ended["outcome"] == "stopped: client gone", ended
     workspaces = [p for p in scratch.iterdir() if re.fullmatch(r"extractor-\d+-\d+", p.name)]
     assert workspaces == [], "the stream's workspace was left behind"
     reply = httpx.post(server + ROUTE, files={"file": ("a.wav", speech_wav(FIRST))},
@@ -190,12 +195,13 @@ def test_a_client_that_leaves_before_the_first_event_stops_it(
     (the VAD runs over the whole recording before the first window is decoded): stopped too."""
     wav = repeat_speech(APACHE_DEFINITIONS.replace("\n", " "), 600)
     wait_idle(server)
-    before = len(_log_records(server_log, "streamed transcription ended"))
+    request_id = uuid.uuid4().hex
     body, boundary = _multipart(wav, {"model": "whisper-1", "stream": "true"})
     port = int(server.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(
             f"POST {ROUTE} HTTP/1.1\r\nHost: s\r\nContent-Length: {len(body)}\r\n"
+            f"X-Request-ID: {request_id}\r\n"
             f"Content-Type: multipart/form-data; boundary={boundary}\r\n\r\n".encode()
             + body
         )
@@ -204,15 +210,13 @@ def test_a_client_that_leaves_before_the_first_event_stops_it(
             assert time.monotonic() < deadline
             time.sleep(0.05)
     wait_idle(server)
-    deadline = time.monotonic() + GENEROUS
-    while len(ended := _log_records(server_log, "streamed transcription ended")) == before:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
-    assert ended[-1]["outcome"] == "stopped: client gone"
+    ended = _record_of(server_log, "streamed transcription ended", request_id)
+    assert ended["outcome"] == "stopped: client gone", ended
     workspaces = [p for p in scratch.iterdir() if re.fullmatch(r"extractor-\d+-\d+", p.name)]
     assert workspaces == []
     gone = [r for r in _log_records(server_log, "transcription stream ended")
-            if r["outcome"] == "client gone" and r["events"] == 0]  # fmt: skip
+            if r["request_id"] == request_id and r["outcome"] == "client gone"
+            and r["events"] == 0]  # fmt: skip
     assert gone, "the request thread did not see its client leave"
 
 
@@ -244,14 +248,15 @@ def test_stream_needs_a_text_format(server: str) -> None:
 
 @pytest.mark.slow
 def test_the_request_timeout_ends_a_stream_with_an_error_event(tmp_path: Path) -> None:
-    """Fifteen minutes of speech against a 12 s request timeout: deltas, then one ``error``
+    """Fifteen minutes of speech against a 20 s request timeout: deltas, then one ``error``
     event (OpenAI's error document, code engine_timeout) and no ``done``; the official client
-    raises APIError on it. 12 s leaves a busy machine room for the first delta (~2.5 s idle
-    here) and is far from the ~40 s the whole takes idle (ten minutes: 26 s)."""
+    raises APIError on it. 20 s leaves a busy machine room for the first delta (~2.5 s idle
+    here; 12 s was once too short under a deliberately loaded xdist run: a 504 before any
+    delta) and is half the ~40 s the whole takes idle (ten minutes: 26 s)."""
     from openai import APIError, OpenAI
 
     wav = repeat_speech(APACHE_DEFINITIONS.replace("\n", " "), 900)
-    url, process = start_server("--workers", "1", env={"EXTRACTOR_REQUEST_TIMEOUT": "12"})
+    url, process = start_server("--workers", "1", env={"EXTRACTOR_REQUEST_TIMEOUT": "20"})
     try:
         seen = list(events(url, wav))
         kinds = [event["type"] for _at, event in seen]
@@ -280,6 +285,17 @@ def _log_records(path: Path, message: str) -> list[dict[str, Any]]:
         if isinstance(record, dict) and record.get("event") == message:
             records.append(record)
     return records
+
+
+def _record_of(path: Path, message: str, request_id: str) -> dict[str, Any]:
+    """The server's ``message`` record of request ``request_id``, once it is logged."""
+    deadline = time.monotonic() + GENEROUS
+    while True:
+        for record in _log_records(path, message):
+            if record.get("request_id") == request_id:
+                return record
+        assert time.monotonic() < deadline, f"no {message!r} record of {request_id}"
+        time.sleep(0.2)
 
 
 def _multipart(data: bytes, fields: dict[str, str]) -> tuple[bytes, str]:
