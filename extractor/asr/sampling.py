@@ -68,6 +68,12 @@ class OneSampleAtATime:
         finally:
             trim_heap()
 
+    def align(self, *args: Any, **kwargs: Any) -> Any:
+        """The model's ``align`` (word timestamps: the decoder's cross-attention over a window),
+        beside the other threads' light steps, never beside a big encoder pass."""
+        with self.turns.beside():
+            return self._model.align(*args, **kwargs)
+
     def _generate(self, features: Any, prompts: Any, *args: Any, **kwargs: Any) -> list[Any]:
         samples = int(kwargs.get("num_hypotheses", 1))
         self._interrupt()

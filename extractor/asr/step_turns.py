@@ -18,7 +18,7 @@ big steps run alone and the others together:
 
 - an encoder pass over more than ``SHARED_ENCODE_FRAMES`` (a file's 30 s windows; a live window
   past 20 s) runs **alone**: it waits for the steps in flight and holds the rest back;
-- every other step (a shorter encoder pass, a decode, features) runs **beside** other such
+- every other step (a shorter encoder pass, a decode, word alignment, features) runs **beside** other such
   steps; the worst such pair, a 20 s encoder beside a 30 s decode, is ~+75 MB, under the 30 s
   encoder's own peak.
 
