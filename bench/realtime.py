@@ -54,7 +54,13 @@ GAP_SECONDS = 1.5
 METHODS = {
     "short-window": ("--realtime-min-window-seconds", "10"),
     "full-window": ("--realtime-min-window-seconds", "30"),
-}
+    # The short window with LocalAgreement-2 and a 0.3 s word-end margin (bench/realtime.md,
+    # session 6): better in-process on the tuning set, slower over a WebSocket on a loaded machine.
+    "margin": (
+        "--realtime-min-window-seconds", "10",
+        "--realtime-agreement", "2", "--realtime-word-margin-seconds", "0.3",
+    ),
+}  # fmt: skip
 
 
 @dataclass
@@ -110,8 +116,23 @@ def reference_words(recording: Recording) -> list[tuple[str, float]]:
     model = WhisperModel(str(bundled_model_dir()), device="cpu", compute_type="int8")
     audio = np.frombuffer(recording.pcm, "<i2").astype(np.float32) / 32768
     audio16 = np.interp(np.arange(0, len(audio), 1.5), np.arange(len(audio)), audio)
-    segments, _ = model.transcribe(audio16.astype(np.float32), word_timestamps=True, beam_size=5)
-    return [(w.word.strip(), w.end) for s in segments for w in (s.words or [])]
+    # Whisper's fallback samples at random (CTranslate2 seeds each thread from the system): one
+    # run in three of the espeak-ng talk lost its first 30 s window that way (21 words of 109),
+    # which made every later word's latency read ~9 s; temperature 0 alone did worse still (no
+    # turn's end could be matched). So up to three runs, keeping the one whose word count is
+    # nearest the labels'.
+    labelled = len(recording.text.split())
+    best: list[tuple[str, float]] = []
+    for _ in range(3):
+        segments, _ = model.transcribe(
+            audio16.astype(np.float32), word_timestamps=True, beam_size=5
+        )
+        words = [(w.word.strip(), w.end) for s in segments for w in (s.words or [])]
+        if not best or abs(len(words) - labelled) < abs(len(best) - labelled):
+            best = words
+        if abs(len(best) - labelled) <= labelled // 10:
+            break
+    return best
 
 
 @dataclass
@@ -317,8 +338,12 @@ def main() -> None:
             url = f"http://{first.host}:{first.port}"
             idle_png = statistics.median(extract_png_seconds(url, png) for _ in range(5))
             for recording in chosen:
-                text = whole_file_text(url, recording)
-                whole[recording.name] = speech_errors([recording.text], [text]).wer
+                # The median of three: the whole-file reply itself varies between requests
+                # where Whisper's fallback samples (10-69% on the espeak-ng talk; bench/realtime.md).
+                whole[recording.name] = statistics.median(
+                    speech_errors([recording.text], [whole_file_text(url, recording)]).wer
+                    for _ in range(3)
+                )
                 for streams in args.streams:
                     for method, server in servers.items():  # alternating: the same load
                         row = run(server, streams, recording, png)
@@ -352,7 +377,7 @@ def write_report(
         " starting 0.37 s after the previous one.",
         "- *word*: a word's end in the audio (faster-whisper word timestamps of the whole file)"
         " to the delta carrying it; *end*: a turn's last word's end to its `completed`;"
-        " *WER* against the labels (Whisper's English normalizer), *whole file*: the same audio"
+        " *WER* against the labels (Whisper's English normalizer), *whole file*: the median of three requests of the same audio"
         " through `POST /v1/audio/transcriptions`; *CPU*: the workers' CPU seconds per second of"
         " audio streamed; *RSS*: the workers' peak RSS over idle, per stream (the first stream"
         " of a worker loads its live model, ~85 MB).",
