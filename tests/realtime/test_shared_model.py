@@ -96,7 +96,16 @@ def test_a_big_encoder_pass_never_runs_beside_another_step_of_the_shared_model()
     steps = Steps(wrapper._model)
     wrapper._model = steps
 
-    file_audio = audio16("The quick brown fox jumps over the lazy dog. " * 10)
+    # Different sentences: ten copies of one sentence make a window Whisper's compression check
+    # rejects, and the fallback then samples at random (once "the quick roundfach stumps").
+    file_audio = audio16(
+        "The quick brown fox jumps over the lazy dog. A long train left the station at noon."
+        " My sister painted the old boat bright blue and yellow. Please remember to water the"
+        " plants on the balcony. They say it will rain in the afternoon but stay dry until"
+        " evening. The museum opens a new exhibition about ships next week. Our market for next"
+        " year looks better than we expected. The children walked across the frozen lake. We"
+        " should leave early tomorrow to avoid the traffic. The letter arrived two days late."
+    )
     assert len(file_audio) > 30 * 16_000  # at least one full 30 s window
     sentence = audio16("Good morning, how are you today?")
     windows = [np.zeros(seconds * 16_000, np.float32) for seconds in (12, 22)]
@@ -126,7 +135,9 @@ def test_a_big_encoder_pass_never_runs_beside_another_step_of_the_shared_model()
         assert not big or len(in_flight) == 1, (event, step, in_flight)
         big_encodes += event == "start" and step in big
     assert big_encodes >= 2  # the file's 30 s window and a live 22 s one, at least
-    assert transcript_words(transcripts[0])[:4] == ["the", "quick", "brown", "fox"]
+    # tiny.en hears espeak-ng's "brown" as "round" with or without the live decodes beside it
+    heard_file = set(transcript_words(transcripts[0]))
+    assert {"train", "station", "noon", "sister", "painted", "boat", "balcony"} <= heard_file
     expected = ["good", "morning", "how", "are", "you", "today"]
     for words in heard:
         assert transcript_words(" ".join(words)) == expected
