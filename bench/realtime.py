@@ -5,8 +5,9 @@ conversation of two voices) is streamed to a real ``extractor serve`` over loopb
 microphone would: PCM16 at 24 kHz in 40 ms messages paced to the wall clock, by 1, 2, 3 and 4
 streams at once. For each run:
 
-- **word latency**: each word's end in the audio (faster-whisper's word timestamps of the whole
-  file, the reference clock) to the delta that carried it (words matched in order);
+- **word latency**: each word's end in the audio (the labels forced-aligned to the audio by
+  Whisper's cross-attention, utterance by utterance: ``reference_words``) to the delta that
+  carried it (streamed words matched to the labelled ones in order);
 - **end latency**: the end of a turn's last word in the audio to its ``completed`` event;
 - **WER** of the completed transcripts against the labels, next to the same audio's WER
   through ``POST /v1/audio/transcriptions`` (the whole file at once);
@@ -54,6 +55,11 @@ GAP_SECONDS = 1.5
 METHODS = {
     "short-window": ("--realtime-min-window-seconds", "10"),
     "full-window": ("--realtime-min-window-seconds", "30"),
+    # The short window with LocalAgreement-3 and no patience (always three agreeing decodes),
+    # the default before session 7: a word heard differently held every word after it back.
+    "strict": (
+        "--realtime-min-window-seconds", "10", "--realtime-agreement-patience", "0",
+    ),
     # The short window with LocalAgreement-2 and a 0.3 s word-end margin (bench/realtime.md,
     # session 6): better in-process on the tuning set, slower over a WebSocket on a loaded machine.
     "margin": (
@@ -70,6 +76,7 @@ class Recording:
     name: str
     pcm: bytes  # PCM16 mono 24 kHz
     text: str  # the labels
+    pieces: list[tuple[float, float, str]]  # (start s, end s, labelled text) of each utterance
     words: list[tuple[str, float]] = field(default_factory=list)  # (word, end s) reference
 
     @property
@@ -89,13 +96,17 @@ def to_pcm24(samples_: np.ndarray, rate: int) -> bytes:
 
 def recordings() -> list[Recording]:
     gap = np.zeros(int(GAP_SECONDS * 16_000), np.float32)
-    pieces, texts = [gap], []
+    audio, texts, pieces, clock = [gap], [], [], GAP_SECONDS
     for utterance in datasets.librivox():
         wav, rate = samples.decode_wav(utterance.wav.read_bytes())
         assert rate == 16_000
-        pieces += [wav[0], gap]
+        audio += [wav[0], gap]
         texts.append(utterance.text)
-    librivox = Recording("librivox", to_pcm24(np.concatenate(pieces), 16_000), " ".join(texts))
+        pieces.append((clock, clock + wav.shape[1] / rate, utterance.text))
+        clock += (wav.shape[1] + len(gap)) / rate
+    librivox = Recording(
+        "librivox", to_pcm24(np.concatenate(audio), 16_000), " ".join(texts), pieces
+    )
     talk = conversation(turns=6, seed=3)
     wav, rate = samples.decode_wav(talk.wav())
     lead = np.zeros(int(rate * 1.0), np.float32)
@@ -103,36 +114,44 @@ def recordings() -> list[Recording]:
         "espeak-talk",
         to_pcm24(np.concatenate([lead, wav[0], lead]), rate),
         " ".join(t.text for t in talk.turns),
+        [(1.0 + t.start, 1.0 + t.end, t.text) for t in talk.turns],
     )
     return [librivox, espeak]
 
 
 def reference_words(recording: Recording) -> list[tuple[str, float]]:
-    """Each word's end (s) by faster-whisper's word timestamps on the whole file."""
+    """Each labelled word and the end (s) of its sound: the labels of each utterance
+    forced-aligned to its audio by Whisper's cross-attention (faster-whisper's own word
+    timestamps, given the true words instead of a decoded guess).
+
+    The reference was once faster-whisper's word timestamps of the whole file as decoded, which
+    is random where Whisper's temperature fallback samples (one run in three of the espeak-ng
+    talk lost its first 30 s window that way and matched few of the streamed words) and times
+    the words it misheard. The labels are what was said; aligning them piece by piece (each
+    utterance under 30 s, with 0.1 s of its surroundings) gives the same times on every run."""
     from faster_whisper import WhisperModel
+    from faster_whisper.audio import pad_or_trim
+    from faster_whisper.tokenizer import Tokenizer
 
     from extractor.asr.faster import bundled_model_dir
 
     model = WhisperModel(str(bundled_model_dir()), device="cpu", compute_type="int8")
+    tokenizer = Tokenizer(model.hf_tokenizer, False, task="transcribe", language="en")
     audio = np.frombuffer(recording.pcm, "<i2").astype(np.float32) / 32768
     audio16 = np.interp(np.arange(0, len(audio), 1.5), np.arange(len(audio)), audio)
-    # Whisper's fallback samples at random (CTranslate2 seeds each thread from the system): one
-    # run in three of the espeak-ng talk lost its first 30 s window that way (21 words of 109),
-    # which made every later word's latency read ~9 s; temperature 0 alone did worse still (no
-    # turn's end could be matched). So up to three runs, keeping the one whose word count is
-    # nearest the labels'.
-    labelled = len(recording.text.split())
-    best: list[tuple[str, float]] = []
-    for _ in range(3):
-        segments, _ = model.transcribe(
-            audio16.astype(np.float32), word_timestamps=True, beam_size=5
-        )
-        words = [(w.word.strip(), w.end) for s in segments for w in (s.words or [])]
-        if not best or abs(len(words) - labelled) < abs(len(best) - labelled):
-            best = words
-        if abs(len(best) - labelled) <= labelled // 10:
-            break
-    return best
+    words: list[tuple[str, float]] = []
+    for start, end, text in recording.pieces:
+        first = max(0, int((start - 0.1) * 16_000))
+        piece = audio16[first : int((end + 0.1) * 16_000)].astype(np.float32)
+        features = model.feature_extractor(piece)
+        frames = features.shape[-1] - 1
+        assert frames <= 3000, f"an utterance over 30 s: {end - start:.1f} s"
+        encoded = model.encode(pad_or_trim(features))
+        tokens = tokenizer.encode(" " + text.strip())
+        for word in model.find_alignment(tokenizer, [tokens], encoded, frames)[0]:
+            if normalize_speech(word["word"]):  # not a lone punctuation mark
+                words.append((word["word"].strip(), first / 16_000 + float(word["end"])))
+    return words
 
 
 @dataclass
@@ -370,13 +389,16 @@ def write_report(
         "- **short-window** (the default): the encoder gets the turn padded to 10 s"
         " (`EXTRACTOR_REALTIME_MIN_WINDOW_SECONDS=10`); **full-window**: Whisper's 30 s window,"
         " as faster-whisper's `transcribe` always pads (`=30`). Both: the default decoding"
-        f" policy, LocalAgreement-{policy.agreement} every {policy.step_seconds} s of new audio,"
-        f" beam {policy.partial_beam}, the turn's end decoded during the pause.",
+        f" policy, LocalAgreement-{policy.agreement} every {policy.step_seconds} s of new audio"
+        f" (the newest two decodes after {policy.patience} in a row agreed on nothing new),"
+        f" beam {policy.partial_beam}, the turn's end decoded during the pause;"
+        " **strict**: the short window, always three agreeing decodes (patience 0);"
+        " **margin**: the short window, LocalAgreement-2 and a 0.3 s word-end margin.",
         "- Server: `extractor serve --workers 2 --realtime-sessions 2` (4 streams at most);"
         " clients send PCM16 24 kHz in 40 ms messages paced to the wall clock, each stream"
         " starting 0.37 s after the previous one.",
-        "- *word*: a word's end in the audio (faster-whisper word timestamps of the whole file)"
-        " to the delta carrying it; *end*: a turn's last word's end to its `completed`;"
+        "- *word*: a word's end in the audio (the labels forced-aligned to it, utterance by"
+        " utterance) to the delta carrying it; *end*: a turn's last word's end to its `completed`;"
         " *WER* against the labels (Whisper's English normalizer), *whole file*: the median of three requests of the same audio"
         " through `POST /v1/audio/transcriptions`; *CPU*: the workers' CPU seconds per second of"
         " audio streamed; *RSS*: the workers' peak RSS over idle, per stream (the first stream"
