@@ -240,6 +240,15 @@ class Settings(JobSettings, EngineSettings):
         " still in-process, but not over a WebSocket on a busy machine (bench/realtime.md).",
         at_least=2,
     )
+    realtime_agreement_patience: int = setting(
+        2,
+        "decodes",
+        "Partial decodes in a row that agreed on no new word, after which the newest two"
+        " decodes suffice to send one (a word Whisper keeps hearing differently otherwise holds"
+        " back every word after it under LocalAgreement-3): lower sends sooner; 0: never"
+        " (bench/realtime.md).",
+        at_least=0,
+    )
     realtime_word_margin_seconds: float = setting(
         0.0,
         "seconds",

@@ -13,6 +13,13 @@ twice as "an old"): with word timings, a margin also asks that each agreeing dec
 some audio after the word's end. In-process on the tuning set that made two agreeing decodes
 more accurate than three without it, and sooner; over a WebSocket on a busy machine its
 alignment pass made decodes fall further behind (bench/realtime.md), so it is off by default.
+
+Agreement is a prefix: a word Whisper keeps hearing differently ("dry", "try", "dry" from one
+espeak-ng voice) holds back every word after it for as long as it wavers, 7 s in one stream of
+bench/realtime.py's espeak-ng talk. With ``patience``, once that many updates in a row
+confirmed nothing, the newest two hypotheses suffice (LocalAgreement-2) until a word goes out.
+Chosen on bench/realtime_eval.py's tuning set (patience 0, 2, 3, 4: 2 had the shortest waits
+and fewer wrong words than none), reported on its held-out set (bench/realtime.md).
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ class LocalAgreement:
         hypotheses: int = 2,
         margin: float = 0.0,
         margin_all: bool = False,
+        patience: int = 0,
     ) -> None:
         self.previous: list[str] = []  # last hypothesis, after the words confirmed so far
         self.older: list[list[str]] = []  # the ones before it, oldest first (LocalAgreement-n)
@@ -59,27 +67,24 @@ class LocalAgreement:
         self.hold_back = hold_back
         self.hypotheses = max(2, hypotheses)
         self.margin, self.margin_all = margin, margin_all
+        self.patience = patience  # updates without agreement before two hypotheses suffice
+        self.blocked = 0  # updates in a row that confirmed nothing while words were pending
 
     def update(self, hypothesis: list[str], slack: list[float] | None = None) -> list[str]:
         """Confirm the common prefix of ``hypothesis`` and the previous ones (``slack``: each
         word's audio heard after it, when the policy has a margin)."""
-        agreed = 0
         candidates = hypothesis[: max(0, len(hypothesis) - self.hold_back)]
         earlier = [*self.older, self.previous]
         slacks = [*self.slacks, list(slack or [])][-len(earlier) - 1 :]
         checked = slacks if self.margin_all else slacks[-1:]
+        agreed = 0
         if len(earlier) >= self.hypotheses - 1:
-            for index, new in enumerate(candidates):
-                olds = [h[index] if index < len(h) else None for h in earlier]
-                if not all(old is not None and _same(old, new) for old in olds):
-                    break
-                if (
-                    self.margin > 0
-                    and slack is not None
-                    and not all(index < len(s) and s[index] >= self.margin for s in checked)
-                ):
-                    break
-                agreed += 1
+            agreed = self._agreed(candidates, earlier, slack, checked)
+        if not agreed and self.patience and self.blocked >= self.patience and earlier:
+            # n hypotheses in a row have not agreed for a while (a word Whisper keeps
+            # hearing differently holds every word after it back): the newest two suffice.
+            agreed = self._agreed(candidates, earlier[-1:], slack, checked[-2:])
+        self.blocked = 0 if agreed or not candidates else self.blocked + 1
         history = [*earlier, hypothesis][-(self.hypotheses - 1) :]
         # What each kept hypothesis says after the words now confirmed.
         kept = [h[agreed:] for h in history]
@@ -87,9 +92,33 @@ class LocalAgreement:
         self.slacks = [s[agreed:] for s in slacks[-(self.hypotheses - 1) :]]
         return hypothesis[:agreed]
 
+    def _agreed(
+        self,
+        candidates: list[str],
+        earlier: list[list[str]],
+        slack: list[float] | None,
+        checked: list[list[float]],
+    ) -> int:
+        """How many of ``candidates`` every hypothesis of ``earlier`` agrees on (and, with a
+        margin, that ended ``margin`` before the end of each decode of ``checked``)."""
+        agreed = 0
+        for index, new in enumerate(candidates):
+            olds = [h[index] if index < len(h) else None for h in earlier]
+            if not all(old is not None and _same(old, new) for old in olds):
+                break
+            if (
+                self.margin > 0
+                and slack is not None
+                and not all(index < len(s) and s[index] >= self.margin for s in checked)
+            ):
+                break
+            agreed += 1
+        return agreed
+
     def reset(self) -> None:
         """A new window: nothing pending."""
         self.previous, self.older, self.slacks = [], [], []
+        self.blocked = 0
 
 
 def _same(old: str, new: str) -> bool:

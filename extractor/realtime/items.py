@@ -34,6 +34,8 @@ class DecodePolicy:
     # no word timings); margin_all: every agreeing decode must have (else the newest only)
     margin: float = _declared("realtime_word_margin_seconds")
     margin_all: bool = True  # (both measured: bench/realtime.md)
+    # partial decodes in a row without agreement after which the newest two suffice (0: never)
+    patience: int = _declared("realtime_agreement_patience")
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DecodePolicy:
@@ -43,6 +45,7 @@ class DecodePolicy:
             partial_beam=settings.realtime_beam_size,
             final_beam=settings.realtime_beam_size,
             agreement=settings.realtime_agreement,
+            patience=settings.realtime_agreement_patience,
             margin=settings.realtime_word_margin_seconds,
         )
 
@@ -52,6 +55,7 @@ class DecodePolicy:
             hypotheses=self.agreement,
             margin=self.margin,
             margin_all=self.margin_all,
+            patience=self.patience,
         )
 
 

@@ -67,3 +67,34 @@ def test_the_policy_defaults_are_the_settings_defaults() -> None:
 
     settings, policy = Settings(), DecodePolicy()
     assert policy == DecodePolicy.from_settings(settings)
+
+
+def test_patience_lets_two_hypotheses_confirm_past_a_word_heard_differently() -> None:
+    # "dry" / "try": three hypotheses in a row never agree on it, which under LocalAgreement-3
+    # holds back every word after it for as long as Whisper keeps wavering.
+    wavering = [
+        ["stay", "dry", "until"],
+        ["stay", "try", "until", "noon"],
+        ["stay", "dry", "until", "noon", "let"],
+        ["stay", "dry", "until", "noon", "let", "us"],
+        ["stay", "try", "until", "noon", "let", "us", "take"],
+        ["stay", "try", "until", "noon", "let", "us", "take", "the"],
+    ]
+    patient = confirmed(LocalAgreement(hypotheses=3, patience=2), wavering)
+    strict = confirmed(LocalAgreement(hypotheses=3), wavering)
+    assert strict == [[], [], ["stay"], [], [], []]
+    # Two updates confirmed nothing after "stay": the newest two agree on "try until noon ...".
+    assert patient == [[], [], ["stay"], [], [], ["try", "until", "noon", "let", "us", "take"]]
+    assert sum(patient, []) == wavering[-1][:-1]  # what is sent is one hypothesis's words
+
+
+def test_patience_waits_its_turn_and_starts_again_after_each_agreement() -> None:
+    agreement = LocalAgreement(hypotheses=3, patience=1)
+    assert agreement.update(["a", "b"]) == []
+    # one update without agreement (the first, with nothing to agree with): the newest two
+    assert agreement.update(["a", "b", "c"]) == ["a", "b"]
+    assert agreement.blocked == 0
+    assert agreement.update(["d"]) == []  # "c" / "d": nothing agrees, patience runs
+    assert agreement.blocked == 1
+    agreement.reset()
+    assert agreement.blocked == 0
