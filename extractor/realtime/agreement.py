@@ -68,7 +68,8 @@ class LocalAgreement:
         self.hypotheses = max(2, hypotheses)
         self.margin, self.margin_all = margin, margin_all
         self.patience = patience  # updates without agreement before two hypotheses suffice
-        self.blocked = 0  # updates in a row that confirmed nothing while words were pending
+        self.blocked = 0  # full comparisons in a row that confirmed nothing of pending words
+        self.updates = 0  # hypotheses since the window started
 
     def update(self, hypothesis: list[str], slack: list[float] | None = None) -> list[str]:
         """Confirm the common prefix of ``hypothesis`` and the previous ones (``slack``: each
@@ -78,13 +79,16 @@ class LocalAgreement:
         slacks = [*self.slacks, list(slack or [])][-len(earlier) - 1 :]
         checked = slacks if self.margin_all else slacks[-1:]
         agreed = 0
-        if len(earlier) >= self.hypotheses - 1:
+        self.updates += 1
+        full = self.updates >= self.hypotheses  # n hypotheses of this window to compare
+        if full:
             agreed = self._agreed(candidates, earlier, slack, checked)
-        if not agreed and self.patience and self.blocked >= self.patience and earlier:
+        if not agreed and self.patience and self.blocked >= self.patience:
             # n hypotheses in a row have not agreed for a while (a word Whisper keeps
             # hearing differently holds every word after it back): the newest two suffice.
+            # Never at a window's start, where the first hypotheses (a second of audio) guess.
             agreed = self._agreed(candidates, earlier[-1:], slack, checked[-2:])
-        self.blocked = 0 if agreed or not candidates else self.blocked + 1
+        self.blocked = 0 if agreed or not candidates or not full else self.blocked + 1
         history = [*earlier, hypothesis][-(self.hypotheses - 1) :]
         # What each kept hypothesis says after the words now confirmed.
         kept = [h[agreed:] for h in history]
@@ -118,7 +122,7 @@ class LocalAgreement:
     def reset(self) -> None:
         """A new window: nothing pending."""
         self.previous, self.older, self.slacks = [], [], []
-        self.blocked = 0
+        self.blocked = self.updates = 0
 
 
 def _same(old: str, new: str) -> bool:

@@ -85,16 +85,20 @@ def test_patience_lets_two_hypotheses_confirm_past_a_word_heard_differently() ->
     assert strict == [[], [], ["stay"], [], [], []]
     # Two updates confirmed nothing after "stay": the newest two agree on "try until noon ...".
     assert patient == [[], [], ["stay"], [], [], ["try", "until", "noon", "let", "us", "take"]]
-    assert sum(patient, []) == wavering[-1][:-1]  # what is sent is one hypothesis's words
+    assert [w for words in patient for w in words] == wavering[-1][:-1]  # one hypothesis
 
 
-def test_patience_waits_its_turn_and_starts_again_after_each_agreement() -> None:
+def test_patience_never_counts_a_window_start() -> None:
+    # The first hypotheses of a window guess from a second of audio ("how do you marry" for
+    # "had he married"): patience runs only once three hypotheses could be compared.
     agreement = LocalAgreement(hypotheses=3, patience=1)
-    assert agreement.update(["a", "b"]) == []
-    # one update without agreement (the first, with nothing to agree with): the newest two
-    assert agreement.update(["a", "b", "c"]) == ["a", "b"]
+    assert agreement.update(["how", "do"]) == []
+    assert agreement.update(["had", "he"]) == []
     assert agreement.blocked == 0
-    assert agreement.update(["d"]) == []  # "c" / "d": nothing agrees, patience runs
+    assert agreement.update(["had", "he", "mar"]) == []  # three compared, no agreement
     assert agreement.blocked == 1
-    agreement.reset()
+    # patience spent: the newest two agree on "had he"
+    assert agreement.update(["had", "he", "married"]) == ["had", "he"]
     assert agreement.blocked == 0
+    agreement.reset()
+    assert (agreement.blocked, agreement.updates) == (0, 0)
