@@ -16,10 +16,12 @@ alignment pass made decodes fall further behind (bench/realtime.md), so it is of
 
 Agreement is a prefix: a word Whisper keeps hearing differently ("dry", "try", "dry" from one
 espeak-ng voice) holds back every word after it for as long as it wavers, 7 s in one stream of
-bench/realtime.py's espeak-ng talk. With ``patience``, once that many updates in a row
-confirmed nothing, the newest two hypotheses suffice (LocalAgreement-2) until a word goes out.
-Chosen on bench/realtime_eval.py's tuning set (patience 0, 2, 3, 4: 2 had the shortest waits
-and fewer wrong words than none), reported on its held-out set (bench/realtime.md).
+bench/realtime.py's espeak-ng talk. With ``patience``, once that many full comparisons in a
+row confirmed nothing, the newest two hypotheses suffice (LocalAgreement-2) until a word goes
+out. A window's first hypotheses never count: they guess from a second of audio, and two of
+them agreeing sent LibriVox's "had he married" as "how do you marry". Chosen on
+bench/realtime_eval.py's tuning set (patience 0, 2, 3, 4: 2 had the shortest waits and fewer
+wrong words than none), reported on its held-out set (bench/realtime.md).
 """
 
 from __future__ import annotations
