@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import threading
 from collections.abc import Callable
 
 
@@ -49,6 +50,36 @@ def limit_heap_retention() -> None:
         _LIBC.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
         _LIBC.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
         _LIBC.mallopt(M_ARENA_MAX, ARENA_MAX)
+
+
+# While a live session is open in a worker, blocks from 1 MB up get pages of their own too.
+# The session's many small allocations between its decodes cut the heap into pieces, and a file
+# transcription's 30 s encoder, whose 1-4 MB blocks would then land on that heap, peaked 85-106
+# MB above its start instead of ~75-85 MB: a worker serving a stream beside files reached
+# 303-322 MB, 285-295 MB with this. Only then: mapping those blocks costs a file transcription
+# 4-15% more time (page faults; with the threshold always at 1 MB, a file alone cost 8-27%
+# more CPU), see bench/memory.md.
+LIVE_MMAP_THRESHOLD = 1024 * 1024  # bytes
+_live_sessions = 0
+_live_lock = threading.Lock()
+
+
+def live_session_opened() -> None:
+    """A live session began in this process: map blocks of ``LIVE_MMAP_THRESHOLD`` and up."""
+    global _live_sessions
+    with _live_lock:
+        _live_sessions += 1
+        if _live_sessions == 1 and _LIBC is not None:
+            _LIBC.mallopt(M_MMAP_THRESHOLD, LIVE_MMAP_THRESHOLD)
+
+
+def live_session_closed() -> None:
+    """A live session ended: with none left, back to ``MMAP_THRESHOLD``."""
+    global _live_sessions
+    with _live_lock:
+        _live_sessions = max(_live_sessions - 1, 0)
+        if _live_sessions == 0 and _LIBC is not None:
+            _LIBC.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 def trim_heap() -> None:

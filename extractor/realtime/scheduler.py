@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import heap
 from . import metrics
 from .decoder import WindowDecoder
 from .events import ProtocolError
@@ -65,6 +66,7 @@ class Scheduler:
             session.on_step = on_step
             self._sessions.append(session)
             metrics.OPEN_STREAMS.inc()
+            heap.live_session_opened()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="realtime", daemon=True)
                 self._thread.start()
@@ -76,6 +78,7 @@ class Scheduler:
             if session in self._sessions:
                 self._sessions.remove(session)
                 metrics.OPEN_STREAMS.dec()
+                heap.live_session_closed()
 
     def deliver(self, session: Session, message: str | bytes | ProtocolError) -> None:
         """A client message for ``session`` (from the main loop)."""
