@@ -183,9 +183,10 @@ class Settings(JobSettings, EngineSettings):
     realtime_sessions: int = setting(
         2,
         "sessions",
-        "Live transcription streams one worker serves at once (0: none); one more gets an"
-        " `error` (code session_limit_reached) and close code 1013. A stream costs its worker"
-        " a share of one decoding thread (bench/realtime.md).",
+        "Live transcription streams one worker serves at once (0: none). A worker holding"
+        " that many leaves new connections to a sibling with room; with no worker left with"
+        " room, one more stream gets an `error` (code session_limit_reached) and close code"
+        " 1013. A stream costs its worker a share of one decoding thread (bench/realtime.md).",
         at_least=0,
     )
     realtime_session_seconds: float = setting(

@@ -43,6 +43,12 @@ class Scheduler:
         self._ready = threading.Condition()
         self._thread: threading.Thread | None = None
         self.stopping = False
+        # Called with the streams it would still take whenever that changes (in the main loop).
+        self.on_room: Callable[[int], None] = lambda _room: None
+
+    @property
+    def room(self) -> int:
+        return max(self.max_sessions - len(self._sessions), 0)
 
     @property
     def open_sessions(self) -> int:
@@ -71,6 +77,7 @@ class Scheduler:
                 self._thread = threading.Thread(target=self._run, name="realtime", daemon=True)
                 self._thread.start()
             self._ready.notify()
+        self.on_room(self.room)
         return session
 
     def close(self, session: Session) -> None:
@@ -79,6 +86,7 @@ class Scheduler:
                 self._sessions.remove(session)
                 metrics.OPEN_STREAMS.dec()
                 heap.live_session_closed()
+        self.on_room(self.room)
 
     def deliver(self, session: Session, message: str | bytes | ProtocolError) -> None:
         """A client message for ``session`` (from the main loop)."""

@@ -72,6 +72,9 @@ class RealtimeWorkerMixin:
         app = getattr(self, "wsgi", None)
         settings = getattr(app, "config", {}).get("SETTINGS") if app is not None else None
         self.realtime = realtime_server(self, settings)
+        if self.realtime is not None:
+            self.realtime.scheduler.on_room = self.publish_room
+            self.publish_room(self.realtime.scheduler.room)
         try:
             super().run()  # type: ignore[misc]
         finally:
@@ -92,4 +95,16 @@ class RealtimeWorkerMixin:
     def murder_pending(self) -> None:
         super().murder_pending()  # type: ignore[misc]
         if self.realtime is not None:
-            self.realtime.tick(stopping=not getattr(self, "alive", True))
+            stopping = not getattr(self, "alive", True)
+            if stopping:
+                self.publish_room(0)
+            self.realtime.tick(stopping=stopping)
+
+    def publish_room(self, free: int) -> None:
+        """Tell the sibling workers how many more streams this one takes (none once it stops
+        accepting), in the server's ``LiveRoom`` when the master gave it a slot."""
+        room = getattr(self, "live_room", None)
+        if room is not None:
+            room.publish(
+                getattr(self, "live_slot", None), free if getattr(self, "alive", True) else 0
+            )

@@ -13,6 +13,7 @@ from typing import Any
 from extractor.config import Settings
 from extractor.errors import Unauthorized
 from extractor.media.workdirs import sweep
+from extractor.realtime.room import LiveRoom
 from extractor.realtime.worker import RealtimeWorkerMixin
 from extractor.server.buffering_worker import BufferingThreadWorker
 from extractor.server.intake import Head, IntakeLimits, Refusal
@@ -23,6 +24,11 @@ from extractor.web.error_replies import error_document
 # and at most: the least loaded worker wins, and a health check waits no longer than the cap.
 BUSY_ACCEPT_DELAY = 0.005  # seconds per pending extraction
 MAX_ACCEPT_DELAY = 0.025  # seconds
+# A worker holding all the live streams it takes leaves new connections to a sibling with room
+# (extractor.realtime.room), looking again this often, and takes them itself after this long
+# (the sibling may be stuck): a stream is then refused only when no worker has room.
+FULL_ACCEPT_PAUSE = 0.01  # seconds
+FULL_DEFER_SECONDS = 1.0
 
 
 class EngineAwareThreadWorker(RealtimeWorkerMixin, BufferingThreadWorker):
@@ -41,12 +47,18 @@ class EngineAwareThreadWorker(RealtimeWorkerMixin, BufferingThreadWorker):
     (64 at once: 1.6 s) would stall them all.
     """
 
+    live_room: LiveRoom | None = None  # set by the master before the fork (pre_fork)
+    live_slot: int | None = None
+
     def init_process(self) -> None:
         self.accept_paused_until = 0.0  # the listening socket is left alone until then
         self.hesitated = False  # the pause before the next accept is over
+        self.deferring_since: float | None = None  # leaving a connection to a sibling since
         super().init_process()
 
     def accept(self, listener: Any) -> None:
+        if self.defers_to_sibling():
+            return
         extensions = getattr(self.wsgi, "extensions", {})
         extractor = extensions.get("extractor")
         pending = extractor.gate.pending if extractor is not None else 0
@@ -61,6 +73,27 @@ class EngineAwareThreadWorker(RealtimeWorkerMixin, BufferingThreadWorker):
         # After the pause the connection is taken (unless a sibling took it meanwhile).
         self.hesitated = False
         super().accept(listener)
+
+    def defers_to_sibling(self) -> bool:
+        """Whether to leave the pending connection to a sibling worker: this one holds all the
+        live streams it takes and another has room. A connection still waiting after
+        ``FULL_DEFER_SECONDS`` of such pauses is taken here."""
+        now = time.monotonic()
+        scheduler = self.realtime.scheduler if self.realtime is not None else None
+        full = scheduler is not None and scheduler.room == 0
+        if not full or self.live_room is None or not self.live_room.elsewhere(self.live_slot):
+            self.deferring_since = None
+            return False
+        # Called again right after the previous pause: the same connection is still waiting.
+        waiting = now - self.accept_paused_until < FULL_ACCEPT_PAUSE * 10
+        if self.deferring_since is None or not waiting:
+            self.deferring_since = now
+        elif now - self.deferring_since >= FULL_DEFER_SECONDS:
+            self.deferring_since = None
+            return False
+        self.accept_paused_until = now + FULL_ACCEPT_PAUSE
+        self.set_accept_enabled(False)
+        return True
 
     def set_accept_enabled(self, enabled: bool) -> None:
         """gthread's main loop re-enables accepting whenever it has room: not while paused."""
@@ -111,6 +144,8 @@ def _require_secret(secret: str, head: Head) -> Refusal | None:
 
 def gunicorn_options(settings: Settings) -> dict[str, Any]:
     """The gunicorn configuration that serves ``settings``."""
+    # Replacement workers start while old ones finish: room for twice the configured count.
+    room = LiveRoom(2 * settings.worker_count + 2) if settings.realtime_sessions >= 1 else None
     return {
         "bind": settings.bind,
         "workers": settings.worker_count,
@@ -145,6 +180,7 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         # when it starts (in case the master itself died) and the master once more on the way
         # out, so neither a crash nor a stop leaves temporary files behind (see workdirs.py).
         "child_exit": lambda _server, worker: _worker_exited(worker, settings.tmp_dir),
+        "pre_fork": partial(_give_live_slot, room),
         "post_fork": lambda _server, _worker: sweep(settings.tmp_dir),
         "on_exit": lambda server: _sweep_on_exit(server, settings.tmp_dir),
         "accesslog": None,  # the app logs one structured line per request itself
@@ -176,11 +212,21 @@ def _stop_jobs(worker: Any) -> None:
         runtime.stop()
 
 
+def _give_live_slot(room: LiveRoom | None, server: Any, worker: Any) -> None:
+    """In the master, before forking ``worker``: its slot in the server's ``LiveRoom``."""
+    if room is not None:
+        worker.live_room = room
+        worker.live_slot = room.free_slot(w.live_slot for w in server.WORKERS.values())
+
+
 def _worker_exited(worker: Any, tmp_dir: str | None) -> None:
     """Sweep a dead worker's request files; drop its live gauges from the metrics (its
-    counters stay in the sums)."""
+    counters stay in the sums); empty its slot in the ``LiveRoom``."""
     from extractor.metrics import worker_exited
 
+    room = getattr(worker, "live_room", None)
+    if room is not None:
+        room.release(worker.live_slot)
     sweep(tmp_dir)
     worker_exited(worker.pid)
 
