@@ -83,6 +83,9 @@ test-fast: install-dev lint typecheck
 	$(BIN)/python -m pytest -q -n $(FAST_WORKERS) --dist worksteal -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
 
 bench: install-dev
+	@# As for make test: the libraries pip has just written would be mapped whole by the first
+	@# process (bench.run's bare engine) and every worker after it (bench/pagecache.py).
+	@$(BIN)/python -m bench.pagecache
 	$(BIN)/python -m bench.run $(if $(SAMPLES),--samples $(SAMPLES))
 	@# speakers=auto: words right, speakers found, extra real-time factor and RSS (bench/speakers.md)
 	$(BIN)/python -m bench.speakers --out bench/speakers.md
