@@ -64,6 +64,10 @@ class EngineAwareThreadWorker(RealtimeWorkerMixin, BufferingThreadWorker):
         pending = extractor.gate.pending if extractor is not None else 0
         # A live stream is work too: spread streams over the workers, one decoder each.
         pending += self.realtime.scheduler.open_sessions if self.realtime is not None else 0
+        # And so is a connection whose request is still arriving: connections that came at
+        # once were otherwise all taken by the first worker to wake (none counted yet), so four
+        # streams opened together on two workers of two sessions lost one (bench.realtime).
+        pending += len(self.intakes)
         if pending and not self.hesitated:
             self.hesitated = True
             delay = min(BUSY_ACCEPT_DELAY * pending, MAX_ACCEPT_DELAY)

@@ -113,3 +113,35 @@ def test_a_stream_goes_to_the_worker_with_room_while_the_other_is_busy(
             assert refused["type"] == "error"
             assert refused["error"]["code"] == "session_limit_reached"  # type: ignore[index]
             assert time.monotonic() - started < 10
+
+
+def open_held(
+    ws_url: str, barrier: threading.Barrier, firsts: list[str], release: threading.Event
+) -> None:
+    """Connect when the other thread does; keep the stream open until ``release``."""
+    barrier.wait(timeout=30)
+    with connect(ws_url, open_timeout=30) as ws:
+        firsts.append(json.loads(ws.recv(timeout=30))["type"])
+        release.wait(timeout=60)
+
+
+def test_streams_opened_at_once_are_spread_over_the_workers(two_workers: str) -> None:
+    """Two streams connecting at the same moment to two workers of one session each: the
+    first worker to wake took both (neither counted yet) and refused one."""
+    ws_url = two_workers.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+    for _attempt in range(5):
+        barrier, firsts, release = threading.Barrier(2), [], threading.Event()
+        threads = [
+            threading.Thread(target=open_held, args=(ws_url, barrier, firsts, release))
+            for _ in range(2)
+        ]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 60
+        while len(firsts) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        release.set()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert firsts == ["session.created"] * 2
+        time.sleep(0.5)  # the sessions close on the server before the next attempt
