@@ -16,6 +16,7 @@ from .connection import RealtimeLimits, RealtimeServer
 from .decoder import WindowDecoder
 from .handshake import serves
 from .items import DecodePolicy
+from .room import LiveRoom
 from .scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,8 @@ class RealtimeWorkerMixin:
     """Serves ``WS /v1/realtime`` in a buffering gthread worker's main loop."""
 
     realtime: RealtimeServer | None = None
+    live_room: LiveRoom | None = None  # set by the master before the fork (pre_fork)
+    live_slot: int | None = None
 
     def run(self) -> None:
         app = getattr(self, "wsgi", None)
@@ -103,8 +106,5 @@ class RealtimeWorkerMixin:
     def publish_room(self, free: int) -> None:
         """Tell the sibling workers how many more streams this one takes (none once it stops
         accepting), in the server's ``LiveRoom`` when the master gave it a slot."""
-        room = getattr(self, "live_room", None)
-        if room is not None:
-            room.publish(
-                getattr(self, "live_slot", None), free if getattr(self, "alive", True) else 0
-            )
+        if self.live_room is not None:
+            self.live_room.publish(self.live_slot, free if getattr(self, "alive", True) else 0)

@@ -47,9 +47,6 @@ class EngineAwareThreadWorker(RealtimeWorkerMixin, BufferingThreadWorker):
     (64 at once: 1.6 s) would stall them all.
     """
 
-    live_room: LiveRoom | None = None  # set by the master before the fork (pre_fork)
-    live_slot: int | None = None
-
     def init_process(self) -> None:
         self.accept_paused_until = 0.0  # the listening socket is left alone until then
         self.hesitated = False  # the pause before the next accept is over
