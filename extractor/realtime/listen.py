@@ -137,12 +137,21 @@ def listen(
 ) -> int:
     """Stream ``source``; print each turn's words as they arrive, one line per turn."""
     client = LiveClient(url, secret)
+    failures: list[str] = []
+    # The server handles a session's messages in order, so its reply to a no-op update sent
+    # after the last commit comes once every turn of the audio is committed; the stream ends
+    # when each committed turn is then done (completed or failed). Ending at the first turn
+    # done after the last append would drop the rest with --fast, whose audio is all on the
+    # server before its first turn completes.
+    updates = {"sent": 0, "answered": 0}
+    open_items: set[str] = set()
+    ended = threading.Event()  # the audio and the closing update are sent
     if source == "-" and rate != 24_000:
         kind = {"type": "audio/pcm", "rate": rate}
-        update = {"type": "session.update", "session": {"audio": {"input": {"format": kind}}}}
-        client.send_json(update)
-    failures: list[str] = []
-    finished = threading.Event()
+        client.send_json(
+            {"type": "session.update", "session": {"audio": {"input": {"format": kind}}}}
+        )
+        updates["sent"] += 1
 
     def show() -> None:
         for event in client.events():
@@ -154,9 +163,19 @@ def listen(
                 out.write("\n")
                 out.flush()
             elif kind == "error":
+                if event["error"].get("code") == "input_audio_buffer_commit_empty":
+                    continue  # the last turn was already committed when the audio ran out
                 failures.append(event["error"]["message"])
                 print(f"extractor listen: {event['error']['message']}", file=sys.stderr)
-            elif kind == "conversation.item.done" and finished.is_set():
+            elif kind == "input_audio_buffer.committed":
+                open_items.add(event["item_id"])
+            elif kind == "conversation.item.done":
+                open_items.discard(event["item"]["id"])
+            elif kind.endswith("transcription.failed"):
+                open_items.discard(event["item_id"])
+            elif kind == "session.updated":
+                updates["answered"] += 1
+            if ended.is_set() and updates["answered"] == updates["sent"] and not open_items:
                 client.close()
                 return
 
@@ -169,7 +188,9 @@ def listen(
         client.send_json(
             {"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()}
         )
-    finished.set()
     client.send_json({"type": "input_audio_buffer.commit"})
+    updates["sent"] += 1
+    ended.set()
+    client.send_json({"type": "session.update", "session": {"type": "transcription"}})
     reader.join(timeout=120)
     return 1 if failures and reader.is_alive() else 0

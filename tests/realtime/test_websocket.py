@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import wave
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,6 @@ from realtime_support import FIRST, SECOND, appends, pcm, silence, transcript_wo
 from support import start_server, stop_server
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
-
-from extractor.samples import speech_wav
 
 SECRET = "live-secret"
 
@@ -248,15 +247,24 @@ def test_an_idle_session_is_closed(server: str) -> None:
 
 def test_extractor_listen_prints_the_words(server: str, tmp_path: Path) -> None:
     """`extractor listen FILE` and `extractor listen -` (raw PCM16 at 16 kHz) print each
-    turn's words on a line; a wrong secret is an error naming the refusal."""
+    turn's words on a line; a wrong secret is an error naming the refusal. With ``--fast``
+    the whole file is on the server before its first turn completes: every turn is still
+    printed, not only those done when the audio ran out."""
     wav = tmp_path / "speech.wav"
-    wav.write_bytes(speech_wav(FIRST))
+    with wave.open(str(wav), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(24_000)
+        out.writeframes(silence(0.3) + pcm(FIRST) + silence(1.2) + pcm(SECOND) + silence(0.5))
     command = [sys.executable, "-m", "extractor.cli", "listen", "--url", server]
     shown = subprocess.run(
         [*command, str(wav), "--secret", SECRET, "--fast"],
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
-    assert {"quick", "over"} <= set(transcript_words(shown.stdout))
+    lines = shown.stdout.strip().splitlines()
+    assert len(lines) == 2, lines
+    assert {"quick", "over"} <= set(transcript_words(lines[0]))
+    assert {"bring", "store"} <= set(transcript_words(lines[1]))
     raw16 = silence(0.3, 16_000) + pcm(SECOND, 16_000) + silence(1, 16_000)
     piped = subprocess.run(
         [*command, "-", "--rate", "16000", "--secret", SECRET],
