@@ -119,9 +119,12 @@ def _check(args: argparse.Namespace) -> int:
 def _listen(args: argparse.Namespace) -> int:
     from .realtime.listen import listen
 
-    return listen(
-        args.url, args.file, secret=args.secret, rate=args.rate, fast=args.fast, out=sys.stdout
-    )
+    try:
+        return listen(
+            args.url, args.file, secret=args.secret, rate=args.rate, fast=args.fast, out=sys.stdout
+        )
+    except KeyboardInterrupt:  # a second Ctrl-C while the last turn is being finished
+        return 130
 
 
 def _settings_doc(args: argparse.Namespace) -> int:

@@ -146,6 +146,7 @@ def listen(
     updates = {"sent": 0, "answered": 0}
     open_items: set[str] = set()
     ended = threading.Event()  # the audio and the closing update are sent
+    complete = threading.Event()  # every turn of it done: the stream ended as it should
     if source == "-" and rate != 24_000:
         kind = {"type": "audio/pcm", "rate": rate}
         client.send_json(
@@ -154,6 +155,10 @@ def listen(
         updates["sent"] += 1
 
     def show() -> None:
+        with contextlib.suppress(OSError):  # the connection broke: the main thread says so
+            follow()
+
+    def follow() -> None:
         for event in client.events():
             kind = event["type"]
             if kind.endswith("transcription.delta"):
@@ -176,21 +181,40 @@ def listen(
             elif kind == "session.updated":
                 updates["answered"] += 1
             if ended.is_set() and updates["answered"] == updates["sent"] and not open_items:
+                complete.set()
                 client.close()
                 return
 
     reader = threading.Thread(target=show, daemon=True)
     reader.start()
     started = time.monotonic()
-    for index, chunk in enumerate(pcm_chunks(source, rate)):
-        if not fast and source != "-":  # a pipe is paced by whoever writes it
-            time.sleep(max(0.0, started + index * CHUNK_MS / 1000 - time.monotonic()))
-        client.send_json(
-            {"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()}
-        )
-    client.send_json({"type": "input_audio_buffer.commit"})
-    updates["sent"] += 1
-    ended.set()
-    client.send_json({"type": "session.update", "session": {"type": "transcription"}})
+    try:
+        for index, chunk in enumerate(pcm_chunks(source, rate)):
+            if not reader.is_alive():  # the server ended the session (its error is printed)
+                break
+            if not fast and source != "-":  # a pipe is paced by whoever writes it
+                time.sleep(max(0.0, started + index * CHUNK_MS / 1000 - time.monotonic()))
+            client.send_json(
+                {"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()}
+            )
+    except KeyboardInterrupt:  # Ctrl-C: what was sent is still transcribed and printed
+        print("extractor listen: stopped; finishing the last turn", file=sys.stderr)
+    except OSError as exc:
+        failures.append(f"connection lost: {exc}")
+        print(f"extractor listen: {failures[-1]}", file=sys.stderr)
+    if reader.is_alive() and not failures:
+        try:
+            client.send_json({"type": "input_audio_buffer.commit"})
+            updates["sent"] += 1
+            ended.set()
+            client.send_json({"type": "session.update", "session": {"type": "transcription"}})
+        except OSError as exc:
+            failures.append(f"connection lost: {exc}")
+            print(f"extractor listen: {failures[-1]}", file=sys.stderr)
     reader.join(timeout=120)
-    return 1 if failures and reader.is_alive() else 0
+    client.close()
+    if reader.is_alive():
+        print("extractor listen: no answer from the server for 120 s", file=sys.stderr)
+    elif not complete.is_set() and not failures:
+        print("extractor listen: the server closed the session before its end", file=sys.stderr)
+    return 0 if complete.is_set() and not failures else 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -275,6 +276,51 @@ def test_extractor_listen_prints_the_words(server: str, tmp_path: Path) -> None:
         [*command, str(wav), "--secret", "wrong"], capture_output=True, text=True, timeout=60
     )
     assert refused.returncode != 0 and "refused with 401" in refused.stderr
+
+
+def test_extractor_listen_finishes_the_turn_on_ctrl_c(server: str) -> None:
+    """Ctrl-C on `extractor listen -` stops reading the microphone; the words of the turn
+    being spoken still come (the audio sent is committed), then it exits 0."""
+    command = [sys.executable, "-m", "extractor.cli", "listen", "--url", server, "-"]
+    listener = subprocess.Popen(
+        [*command, "--secret", SECRET], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=False,
+    )  # fmt: skip
+    try:
+        assert listener.stdin is not None
+        listener.stdin.write(silence(0.3) + pcm(FIRST))  # no pause after it: the turn is open
+        listener.stdin.flush()
+        time.sleep(1.5)  # read and sent (a pipe is not paced)
+        listener.send_signal(signal.SIGINT)
+        out, err = listener.communicate(timeout=60)
+    finally:
+        listener.kill()
+    assert listener.returncode == 0, err
+    assert b"stopped" in err
+    assert {"quick", "over"} <= set(transcript_words(out.decode()))
+
+
+def test_extractor_listen_says_why_the_server_refused_the_stream(
+    server: str, tmp_path: Path
+) -> None:
+    """A stream beyond the server's limit: the server's reason, exit status 1, no hang."""
+    wav = tmp_path / "speech.wav"
+    with wave.open(str(wav), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(24_000)
+        out.writeframes(silence(0.3) + pcm(FIRST) + silence(0.5))
+    with raw(server) as one, raw(server) as two:
+        events_until(one, "session.created")
+        events_until(two, "session.created")
+        refused = subprocess.run(
+            [sys.executable, "-m", "extractor.cli", "listen", "--url", server, str(wav),
+             "--secret", SECRET],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert refused.returncode == 1
+    assert "EXTRACTOR_REALTIME_SESSIONS" in refused.stderr
+    assert "Traceback" not in refused.stderr
 
 
 def test_live_metrics(server: str) -> None:
