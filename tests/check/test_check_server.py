@@ -56,3 +56,11 @@ def test_without_the_secret_every_upload_fails_with_a_hint(server_url: str) -> N
     assert report.failures() == ["http.status"]
     detail = next(c.detail for c in report.checks if c.id == "http.status")
     assert "HTTP 401" in detail and "--secret" in detail
+
+
+def test_the_servers_root_instead_of_its_endpoint_gets_a_hint(server_url: str) -> None:
+    """`extractor check http://host:port` (the root, which takes no upload) says where to look."""
+    root = server_url.removesuffix("/extract")
+    report = check(root, secret=SECRET, kind="ocr")
+    detail = next(c.detail for c in report.checks if c.id == "http.status")
+    assert "HTTP 405" in detail and ".../extract" in detail

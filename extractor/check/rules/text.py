@@ -15,11 +15,19 @@ SPEAKER_PREFIX = re.compile(r"^[^:\s][^:]{0,39}:\s+")  # "Speaker 1: " before an
 # -- HTTP ---------------------------------------------------------------------------------
 
 
+HINTS = {
+    401: " (does the extractor need --secret?)",
+    # `extractor check http://host:8000` where this project's server takes uploads at /extract
+    404: " (is URL the address that takes the upload itself, such as .../extract?)",
+    405: " (is URL the address that takes the upload itself, such as .../extract?)",
+}
+
+
 def reply_status(probe: Probe) -> Finding:
     for reply in probe.replies:
         if reply.ok or (reply.status == 406 and reply is not probe.platform):
             continue  # 406 to a one-format Accept just means the format is not offered
-        hint = " (does the extractor need --secret?)" if reply.status == 401 else ""
+        hint = HINTS.get(reply.status or 0, "")
         return failed(f"{reply.describe()}: HTTP {reply.status}{hint}: {reply.excerpt()}")
     return passed()
 
