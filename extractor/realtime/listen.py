@@ -8,7 +8,8 @@ standard input (``--rate``, 24000 by default), as a microphone pipe gives it::
     arecord -q -f S16_LE -r 24000 -c 1 | extractor listen -
 
 Each turn's words are printed as their deltas arrive and the line ends when the turn is
-completed. The client is wsproto over a plain socket, as the server is: no other dependency.
+completed. The client is wsproto over a socket (TLS for https:// and wss:// URLs), as the
+server is: no other dependency.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import base64
 import contextlib
 import json
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -69,10 +71,17 @@ class LiveClient:
 
     def __init__(self, url: str, secret: str | None, timeout: float = 30.0) -> None:
         parts = urlsplit(url)
-        if parts.scheme not in ("http", "ws"):
-            raise SystemExit(f"extractor listen: {url}: only http:// or ws:// (TLS: use a proxy)")
-        host, port = parts.hostname or "127.0.0.1", parts.port or 80
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        if parts.scheme not in ("http", "ws", "https", "wss"):
+            raise SystemExit(f"extractor listen: {url}: expected http(s):// or ws(s)://")
+        secure = parts.scheme in ("https", "wss")  # TLS, as a proxy in front of the server ends it
+        host, port = parts.hostname or "127.0.0.1", parts.port or (443 if secure else 80)
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+            if secure:  # the system's CA certificates (SSL_CERT_FILE, SSL_CERT_DIR honoured)
+                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+        except OSError as exc:  # refused, unresolvable, or a certificate not trusted
+            raise SystemExit(f"extractor listen: cannot connect to {url}: {exc}") from None
+        self.sock = sock
         self.ws = WSConnection(ConnectionType.CLIENT)
         self.lock = threading.Lock()
         headers = [(b"authorization", f"Bearer {secret}".encode())] if secret else []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import httpx
 import pytest
 from realtime_support import FIRST, SECOND, appends, pcm, silence, transcript_words
 from support import start_server, stop_server
+from tls_proxy import self_signed, tls_proxy
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
@@ -320,6 +322,32 @@ def test_extractor_listen_says_why_the_server_refused_the_stream(
         )  # fmt: skip
     assert refused.returncode == 1
     assert "EXTRACTOR_REALTIME_SESSIONS" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_extractor_listen_over_tls(server: str, tmp_path: Path) -> None:
+    """`extractor listen https://...` through a TLS-terminating proxy (what an ingress is):
+    the words come when the system trusts the certificate (SSL_CERT_FILE here), and an
+    untrusted one is a one-line refusal, not a traceback."""
+    wav = tmp_path / "speech.wav"
+    with wave.open(str(wav), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(24_000)
+        out.writeframes(silence(0.3) + pcm(FIRST) + silence(0.5))
+    cert, key = self_signed(tmp_path)
+    backend = int(server.rsplit(":", 1)[1])
+    with tls_proxy(backend, cert, key) as port:
+        command = [sys.executable, "-m", "extractor.cli", "listen", str(wav), "--fast",
+                   "--secret", SECRET, "--url", f"https://127.0.0.1:{port}"]  # fmt: skip
+        trusted = {**os.environ, "SSL_CERT_FILE": str(cert)}
+        shown = subprocess.run(command, capture_output=True, text=True, timeout=120, env=trusted)
+        assert shown.returncode == 0, shown.stderr
+        assert {"quick", "over"} <= set(transcript_words(shown.stdout))
+        untrusted = {k: v for k, v in os.environ.items() if k != "SSL_CERT_FILE"}
+        refused = subprocess.run(command, capture_output=True, text=True, timeout=60, env=untrusted)
+    assert refused.returncode != 0
+    assert "cannot connect" in refused.stderr and "CERTIFICATE_VERIFY_FAILED" in refused.stderr
     assert "Traceback" not in refused.stderr
 
 
