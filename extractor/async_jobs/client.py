@@ -50,7 +50,8 @@ def add_commands(sub: Any) -> argparse.ArgumentParser:
 
 
 def _connection_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--server", default=None,
+    # --url as `extractor listen` and `extractor check URL` call it; --server, the first name
+    parser.add_argument("--url", "--server", dest="server", default=None,
                         help=f"the extractor's URL [default: $EXTRACTOR_URL or {DEFAULT_SERVER}]")  # fmt: skip
     parser.add_argument("--secret", default=None,
                         help="sent as 'Authorization: Bearer <secret>' [default: $EXTRACTOR_SECRET]")  # fmt: skip

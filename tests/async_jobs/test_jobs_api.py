@@ -318,7 +318,7 @@ def test_the_command_line_submits_waits_and_lists(
     )  # fmt: skip
     assert queued.stdout.startswith("ExtractionQueue:")
     refused = subprocess.run(
-        [*command, "submit", str(source), "--server", server.url],
+        [*command, "submit", str(source), "--url", server.url],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert refused.returncode == 1 and "401 unauthorized" in refused.stderr
