@@ -39,6 +39,16 @@ def server() -> Iterator[str]:
         stop_server(process)
 
 
+def wav_file(path: Path, pcm16: bytes) -> Path:
+    """``pcm16`` (mono, 24 kHz) as a WAV file, for `extractor listen FILE`."""
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(24_000)
+        out.writeframes(pcm16)
+    return path
+
+
 def ws_url(url: str, query: str = "intent=transcription") -> str:
     return url.replace("http://", "ws://") + "/v1/realtime?" + query
 
@@ -253,12 +263,10 @@ def test_extractor_listen_prints_the_words(server: str, tmp_path: Path) -> None:
     turn's words on a line; a wrong secret is an error naming the refusal. With ``--fast``
     the whole file is on the server before its first turn completes: every turn is still
     printed, not only those done when the audio ran out."""
-    wav = tmp_path / "speech.wav"
-    with wave.open(str(wav), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(24_000)
-        out.writeframes(silence(0.3) + pcm(FIRST) + silence(1.2) + pcm(SECOND) + silence(0.5))
+    wav = wav_file(
+        tmp_path / "speech.wav",
+        silence(0.3) + pcm(FIRST) + silence(1.2) + pcm(SECOND) + silence(0.5),
+    )
     command = [sys.executable, "-m", "extractor.cli", "listen", "--url", server]
     shown = subprocess.run(
         [*command, str(wav), "--secret", SECRET, "--fast"],
@@ -306,12 +314,7 @@ def test_extractor_listen_says_why_the_server_refused_the_stream(
     server: str, tmp_path: Path
 ) -> None:
     """A stream beyond the server's limit: the server's reason, exit status 1, no hang."""
-    wav = tmp_path / "speech.wav"
-    with wave.open(str(wav), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(24_000)
-        out.writeframes(silence(0.3) + pcm(FIRST) + silence(0.5))
+    wav = wav_file(tmp_path / "speech.wav", silence(0.3) + pcm(FIRST) + silence(0.5))
     with raw(server) as one, raw(server) as two:
         events_until(one, "session.created")
         events_until(two, "session.created")
@@ -329,12 +332,7 @@ def test_extractor_listen_over_tls(server: str, tmp_path: Path) -> None:
     """`extractor listen https://...` through a TLS-terminating proxy (what an ingress is):
     the words come when the system trusts the certificate (SSL_CERT_FILE here), and an
     untrusted one is a one-line refusal, not a traceback."""
-    wav = tmp_path / "speech.wav"
-    with wave.open(str(wav), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(24_000)
-        out.writeframes(silence(0.3) + pcm(FIRST) + silence(0.5))
+    wav = wav_file(tmp_path / "speech.wav", silence(0.3) + pcm(FIRST) + silence(0.5))
     cert, key = self_signed(tmp_path)
     backend = int(server.rsplit(":", 1)[1])
     with tls_proxy(backend, cert, key) as port:
