@@ -6,9 +6,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -60,6 +62,35 @@ def test_a_request_made_while_another_removes_the_process_directory_gets_one(
     with workdirs.request_workdir(str(tmp_path)) as workdir:
         assert interfered
         assert workdir.parent == mine  # made again: still swept if this process dies
+        (workdir / "upload").write_bytes(b"x")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_request_that_ends_while_another_starts_leaves_it_its_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another request of the process starts and ends every time this one is between making
+    the process directory and making its own inside it: the process directory stays for this
+    one (before, the other removed it, empty, each time, and after ten tries this request's
+    files went outside it, where a crash would have left them). Threads cannot be made to
+    interleave on demand, so the other request runs inside this one's ``mkdtemp``."""
+    real_mkdtemp = tempfile.mkdtemp
+    others: list[Path] = []
+    inside_other = threading.Event()
+
+    def another_request_first(*args: Any, **kwargs: Any) -> str:
+        first_try = len(others) < workdirs.ATTEMPTS and not inside_other.is_set()
+        if kwargs.get("prefix") == "request-" and first_try:
+            inside_other.set()
+            with workdirs.request_workdir(str(tmp_path)) as other:
+                (other / "upload").write_bytes(b"x")
+                others.append(other)
+            inside_other.clear()
+        return real_mkdtemp(*args, **kwargs)
+
+    monkeypatch.setattr(workdirs.tempfile, "mkdtemp", another_request_first)
+    with workdirs.request_workdir(str(tmp_path)) as workdir:
+        assert others and workdir.parent == workdirs.process_dir(str(tmp_path))
         (workdir / "upload").write_bytes(b"x")
     assert list(tmp_path.iterdir()) == []
 

@@ -19,6 +19,7 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -27,7 +28,23 @@ log = logging.getLogger(__name__)
 
 PREFIX = "extractor-"
 _OWNED = re.compile(rf"^{PREFIX}(\d+)-(\d+)$")  # pid, start time in clock ticks after boot
-ATTEMPTS = 10  # to make a request directory while other requests remove the empty parent
+ATTEMPTS = 10  # to make a request directory while something else removes the empty parent
+
+# This process's requests holding each of its process directories: the last one out removes
+# it, and never while another request is between making it and making its own directory
+# inside (under heavy load ten retries in a row could lose that race; the request's files
+# then went outside, where a crash leaves them for good).
+_lock = threading.Lock()
+_holders: dict[Path, int] = {}
+
+
+def _forked() -> None:  # a child has its own pid, so its own directories
+    global _lock
+    _lock = threading.Lock()
+    _holders.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _start_time(pid: int) -> int | None:
@@ -88,22 +105,41 @@ def request_workdir(tmp_dir: str | None) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
-        if _OWNED.match(path.parent.name):
-            with suppress(OSError):  # not empty: another request of this process still runs
-                path.parent.rmdir()
+        if path.parent in _holders:
+            _release(path.parent)
 
 
 def _fresh_dir(tmp_dir: str | None) -> Path:
     for _attempt in range(ATTEMPTS):
         try:
-            return Path(tempfile.mkdtemp(prefix="request-", dir=process_dir(tmp_dir)))
-        except FileNotFoundError:  # a concurrent request just removed the empty parent
-            # (between our mkdir and lstat, or before mkdtemp): make it again
+            with _lock:
+                parent = process_dir(tmp_dir)
+                _holders[parent] = _holders.get(parent, 0) + 1
+        except FileNotFoundError:  # removed between our mkdir and lstat: make it again
             continue
         except PermissionError:
             log.warning("process directory taken by another user; request files not swept")
             break
+        try:
+            return Path(tempfile.mkdtemp(prefix="request-", dir=parent))
+        except FileNotFoundError:  # removed by something else than this process: again
+            _release(parent)
+        except BaseException:
+            _release(parent)
+            raise
     return Path(tempfile.mkdtemp(prefix=PREFIX, dir=tmp_dir))  # private, but not crash-safe
+
+
+def _release(parent: Path) -> None:
+    """One request less in ``parent``; the last one removes it (if empty)."""
+    with _lock:
+        left = _holders.get(parent, 1) - 1
+        if left > 0:
+            _holders[parent] = left
+            return
+        _holders.pop(parent, None)
+        with suppress(OSError):  # not empty: files someone else put there stay
+            parent.rmdir()
 
 
 def sweep(tmp_dir: str | None) -> int:
