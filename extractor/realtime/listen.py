@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 import json
 import socket
 import ssl
@@ -55,6 +56,8 @@ def pcm_chunks(source: str, rate: int) -> Iterator[bytes]:
     pending = b""
     with av.open(source) as container:
         resampler = av.AudioResampler(format="s16", layout="mono", rate=24_000)
+        if not container.streams.audio:
+            raise ValueError("no audio in it")
         stream = container.streams.audio[0]
         for frame in [*container.decode(stream), None]:
             for out in resampler.resample(frame):
@@ -145,6 +148,11 @@ def listen(
     url: str, source: str, *, secret: str | None, rate: int, fast: bool, out: IO[str]
 ) -> int:
     """Stream ``source``; print each turn's words as they arrive, one line per turn."""
+    chunks = pcm_chunks(source, rate)
+    try:  # a missing or undecodable file says so before any connection
+        first = next(chunks, b"")
+    except (OSError, ValueError) as exc:  # PyAV's errors are these too
+        raise SystemExit(f"extractor listen: cannot read {source}: {exc}") from None
     client = LiveClient(url, secret)
     failures: list[str] = []
     # The server handles a session's messages in order, so its reply to a no-op update sent
@@ -197,8 +205,9 @@ def listen(
     reader = threading.Thread(target=show, daemon=True)
     reader.start()
     started = time.monotonic()
+    unreadable = ""
     try:
-        for index, chunk in enumerate(pcm_chunks(source, rate)):
+        for index, chunk in enumerate(itertools.chain([first] if first else [], chunks)):
             if not reader.is_alive():  # the server ended the session (its error is printed)
                 break
             if not fast and source != "-":  # a pipe is paced by whoever writes it
@@ -211,6 +220,9 @@ def listen(
     except OSError as exc:
         failures.append(f"connection lost: {exc}")
         print(f"extractor listen: {failures[-1]}", file=sys.stderr)
+    except ValueError as exc:  # the file's audio broke off: what came before is still shown
+        unreadable = f"cannot read all of {source}: {exc}"
+        print(f"extractor listen: {unreadable}", file=sys.stderr)
     if reader.is_alive() and not failures:
         try:
             client.send_json({"type": "input_audio_buffer.commit"})
@@ -220,10 +232,12 @@ def listen(
         except OSError as exc:
             failures.append(f"connection lost: {exc}")
             print(f"extractor listen: {failures[-1]}", file=sys.stderr)
+    if failures:
+        client.close()  # nothing more will come: the reader stops on the closed socket
     reader.join(timeout=120)
     client.close()
     if reader.is_alive():
         print("extractor listen: no answer from the server for 120 s", file=sys.stderr)
     elif not complete.is_set() and not failures:
         print("extractor listen: the server closed the session before its end", file=sys.stderr)
-    return 0 if complete.is_set() and not failures else 1
+    return 0 if complete.is_set() and not failures and not unreadable else 1

@@ -286,6 +286,16 @@ def test_extractor_listen_prints_the_words(server: str, tmp_path: Path) -> None:
         [*command, str(wav), "--secret", "wrong"], capture_output=True, text=True, timeout=60
     )
     assert refused.returncode != 0 and "refused with 401" in refused.stderr
+    # A file that is not there, or not audio, is named before any connection.
+    (tmp_path / "notes.txt").write_text("not audio")
+    for name in ("missing.wav", "notes.txt"):
+        unreadable = subprocess.run(
+            [*command, str(tmp_path / name), "--secret", SECRET],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert unreadable.returncode != 0, name
+        assert f"cannot read {tmp_path / name}" in unreadable.stderr, unreadable.stderr
+        assert "Traceback" not in unreadable.stderr
 
 
 def test_extractor_listen_finishes_the_turn_on_ctrl_c(server: str) -> None:
