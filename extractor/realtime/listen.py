@@ -217,9 +217,8 @@ def listen(
             )
     except KeyboardInterrupt:  # Ctrl-C: what was sent is still transcribed and printed
         print("extractor listen: stopped; finishing the last turn", file=sys.stderr)
-    except OSError as exc:
-        failures.append(f"connection lost: {exc}")
-        print(f"extractor listen: {failures[-1]}", file=sys.stderr)
+    except (OSError, LocalProtocolError) as exc:
+        _lost(failures, exc)
     except ValueError as exc:  # the file's audio broke off: what came before is still shown
         unreadable = f"cannot read all of {source}: {exc}"
         print(f"extractor listen: {unreadable}", file=sys.stderr)
@@ -229,9 +228,8 @@ def listen(
             updates["sent"] += 1
             ended.set()
             client.send_json({"type": "session.update", "session": {"type": "transcription"}})
-        except OSError as exc:
-            failures.append(f"connection lost: {exc}")
-            print(f"extractor listen: {failures[-1]}", file=sys.stderr)
+        except (OSError, LocalProtocolError) as exc:
+            _lost(failures, exc)
     if failures:
         client.close()  # nothing more will come: the reader stops on the closed socket
     reader.join(timeout=120)
@@ -241,3 +239,11 @@ def listen(
     elif not complete.is_set() and not failures:
         print("extractor listen: the server closed the session before its end", file=sys.stderr)
     return 0 if complete.is_set() and not failures and not unreadable else 1
+
+
+def _lost(failures: list[str], exc: Exception) -> None:
+    """A send failed: the server closed the connection (its reason, an ``error`` event, is
+    printed already when it sent one: wsproto then refuses to send more) or it broke."""
+    if not failures:
+        failures.append(f"connection lost: {exc}")
+        print(f"extractor listen: {failures[-1]}", file=sys.stderr)
