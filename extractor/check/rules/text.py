@@ -15,11 +15,12 @@ SPEAKER_PREFIX = re.compile(r"^[^:\s][^:]{0,39}:\s+")  # "Speaker 1: " before an
 # -- HTTP ---------------------------------------------------------------------------------
 
 
+# `extractor check http://host:8000` where this project's server takes uploads at /extract
+_NOT_THE_ENDPOINT = " (is URL the address that takes the upload itself, such as .../extract?)"
 HINTS = {
     401: " (does the extractor need --secret?)",
-    # `extractor check http://host:8000` where this project's server takes uploads at /extract
-    404: " (is URL the address that takes the upload itself, such as .../extract?)",
-    405: " (is URL the address that takes the upload itself, such as .../extract?)",
+    404: _NOT_THE_ENDPOINT,
+    405: _NOT_THE_ENDPOINT,
 }
 
 
