@@ -60,6 +60,13 @@ class Installed:
         )  # fmt: skip
 
 
+def _pip(*command: str) -> None:
+    """Run pip; a failure shows pip's own words (a bare exit status says nothing of why)."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if done.returncode:
+        pytest.fail(f"{' '.join(command)} exited {done.returncode}:\n{done.stdout}{done.stderr}")
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     work = tmp_path_factory.mktemp("wheel")
@@ -74,11 +81,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         else:
             shutil.copy2(ROOT / name, source / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    subprocess.run(
-        [*pip, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(work / "dist"),
-         str(source)],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
+    _pip(*pip, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(work / "dist"),
+         str(source))  # fmt: skip
     (wheel,) = (work / "dist").glob("extractor-*.whl")
 
     venv = work / "venv"
@@ -95,10 +99,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     # editable install's finder (a .pth of this venv) is not loaded there.
     reused = [p for p in site.getsitepackages() if Path(p).is_dir()]
     (site_packages / "zz_reuse_test_dependencies.pth").write_text("\n".join(reused) + "\n")
-    subprocess.run(
-        [*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
+    _pip(*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel))
     return Installed(wheel, venv, site_packages, work)
 
 
