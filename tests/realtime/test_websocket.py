@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,6 +48,14 @@ def wav_file(path: Path, pcm16: bytes) -> Path:
         out.setframerate(24_000)
         out.writeframes(pcm16)
     return path
+
+
+def live_audio_seconds(url: str) -> float:
+    """The seconds of audio the server's live sessions have received (its /metrics)."""
+    found = re.search(
+        r"^extractor_realtime_audio_seconds_total (\S+)$", httpx.get(url + "/metrics").text, re.M
+    )
+    return float(found.group(1)) if found else 0.0
 
 
 def ws_url(url: str, query: str = "intent=transcription") -> str:
@@ -302,15 +311,25 @@ def test_extractor_listen_finishes_the_turn_on_ctrl_c(server: str) -> None:
     """Ctrl-C on `extractor listen -` stops reading the microphone; the words of the turn
     being spoken still come (the audio sent is committed), then it exits 0."""
     command = [sys.executable, "-m", "extractor.cli", "listen", "--url", server, "-"]
+    audio = silence(0.3) + pcm(FIRST)  # no pause after it: the turn is open
+    before = live_audio_seconds(server)
     listener = subprocess.Popen(
         [*command, "--secret", SECRET], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=False,
+        # A test run started in the background (`make test &`) ignores SIGINT, and a process
+        # started with it ignored keeps ignoring it: Ctrl-C is what is under test here.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
         assert listener.stdin is not None
-        listener.stdin.write(silence(0.3) + pcm(FIRST))  # no pause after it: the turn is open
+        listener.stdin.write(audio)
         listener.stdin.flush()
-        time.sleep(1.5)  # read and sent (a pipe is not paced)
+        # Ctrl-C once the audio is on the server (a pipe is not paced), not at a guessed time:
+        # on a loaded machine the client may still be importing its modules after seconds.
+        sent = len(audio) / (24_000 * 2) - 0.1
+        deadline = time.monotonic() + 60
+        while live_audio_seconds(server) < before + sent and time.monotonic() < deadline:
+            time.sleep(0.1)
         listener.send_signal(signal.SIGINT)
         out, err = listener.communicate(timeout=60)
     finally:
