@@ -68,3 +68,68 @@ def test_a_live_session_maps_blocks_from_1_mb_until_the_last_one_ends() -> None:
     heap.live_session_opened()
     heap.live_session_closed()
     assert not is_mapped_apart(two_mb)
+
+
+def test_huge_pages_when_asked_restart_the_process_with_the_tunable() -> None:
+    """``--malloc-huge-pages``: tunables are read at a process's start, so ``extractor serve``
+    starts itself again with glibc's, once (the second start finds it set and goes on)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import os; from extractor.heap import reexec_with_huge_pages;"
+        " print('start', flush=True); reexec_with_huge_pages();"
+        " print(os.environ['GLIBC_TUNABLES'])"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    ).stdout.split()
+    assert out == ["start", "start", heap.HUGE_PAGES_TUNABLE]
+
+
+SPARSE_BLOCK = """
+import ctypes, sys
+from extractor import heap
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+def sparse_block():  # 64 MB of which one byte per MB is written, as a model's blocks are
+    block = libc.malloc(64 << 20)
+    for offset in range(0, 64 << 20, 1 << 20):
+        ctypes.c_char.from_address(block + offset).value = b"x"
+    return block
+if sys.argv[1] == "guarded":
+    with heap.loading_without_huge_pages():
+        kept = sparse_block()
+else:
+    kept = sparse_block()
+rollup = open("/proc/self/smaps_rollup").read()
+print(int(rollup.split("AnonHugePages:")[1].split()[0]) // 1024)
+"""
+
+
+def test_blocks_allocated_while_loading_stay_in_small_pages() -> None:
+    """With glibc's huge pages on, a block written one byte per MB costs 2 MB of RSS per byte
+    written; allocated while loading, it costs 4 KB per byte (extractor.heap)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not thp.is_file() or "[never]" in thp.read_text():
+        pytest.skip("the kernel's transparent huge pages are off")
+    env = {**os.environ, "GLIBC_TUNABLES": heap.HUGE_PAGES_TUNABLE}
+
+    def huge_mb(mode: str) -> int:
+        done = subprocess.run(
+            [sys.executable, "-c", SPARSE_BLOCK, mode],
+            env=env, capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        return int(done.stdout)
+
+    plain = huge_mb("plain")
+    if plain < 32:
+        pytest.skip(f"the kernel gave no huge pages to a madvised block ({plain} MB)")
+    assert huge_mb("guarded") <= 4

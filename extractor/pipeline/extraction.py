@@ -25,7 +25,7 @@ from extractor.asr.speakers import SpeakerDiarizer, label_segments
 from extractor.asr.speech_windows import joins_speech, speech_spans, transcribe_spans
 from extractor.config import Settings
 from extractor.errors import EngineTimeout, InvalidParameter, SpeakerAudioTooLong
-from extractor.heap import limit_heap_retention, trim_heap
+from extractor.heap import limit_heap_retention, loading_without_huge_pages, trim_heap
 from extractor.media.audio import SAMPLE_RATE
 from extractor.media.images import PageImage, image_pages
 from extractor.media.pdf import PdfPages
@@ -91,10 +91,11 @@ class Extractor:
         started = time.monotonic()
         limit_heap_retention()
         self.ocr.reader.start_keeper()  # at this thread's priority, not a job's (ocr.reader)
-        # The speech model first: loaded after Tesseract's, its loading scratch fragmented the
-        # heap around Tesseract's models and a ready worker held 4 MB more.
-        self.speech.load()
-        self._ocr_status = self.ocr.check()
+        with loading_without_huge_pages():  # the models' blocks: written sparsely (heap)
+            # The speech model first: loaded after Tesseract's, its loading scratch fragmented
+            # the heap around Tesseract's models and a ready worker held 4 MB more.
+            self.speech.load()
+            self._ocr_status = self.ocr.check()
         trim_heap()  # the warm-up's scratch memory: a ready worker's RSS is then its steady one
         seconds = time.monotonic() - started
         metrics.ENGINE_LOAD_SECONDS.set(seconds)

@@ -86,14 +86,16 @@ class WindowDecoder:
         from faster_whisper import WhisperModel
 
         from ..asr.ct2_int8 import loadable_model
+        from ..heap import loading_without_huge_pages
 
-        return WhisperModel(
-            loadable_model(self.model_name, self.compute_type, self.cache_dir),
-            device="cpu",
-            compute_type=self.compute_type,
-            cpu_threads=self.threads,
-            num_workers=1,
-        )
+        with loading_without_huge_pages():  # the model's blocks: 4 KB pages (heap)
+            return WhisperModel(
+                loadable_model(self.model_name, self.compute_type, self.cache_dir),
+                device="cpu",
+                compute_type=self.compute_type,
+                cpu_threads=self.threads,
+                num_workers=1,
+            )
 
     def decode(
         self,
