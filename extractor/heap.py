@@ -130,17 +130,29 @@ def loading_without_huge_pages() -> Iterator[None]:
     Measured in-process on jfk.flac: ready RSS 169 MB (332 MB without this), page faults per
     transcription 4.8k (109k with no huge pages at all), peak 262 MB (427 MB).
     """
+    global _loads
     if not huge_pages_on() or _LIBC is None:
         yield
         return
-    disabled = _LIBC.prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0
+    # The switch is the process's: loads that overlap (a speaker model on a request thread, a
+    # live decoder's own model on the scheduler's) turn it back on only when the last one ends.
+    with _loads_lock:
+        _loads += 1
+        if _loads == 1:
+            _LIBC.prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0)
     try:
         yield
     finally:
         for start, end in _anonymous_mappings():
             _LIBC.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_NOHUGEPAGE)
-        if disabled:
-            _LIBC.prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0)
+        with _loads_lock:
+            _loads -= 1
+            if _loads == 0:
+                _LIBC.prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0)
+
+
+_loads = 0  # loads under way in this process (loading_without_huge_pages)
+_loads_lock = threading.Lock()
 
 
 def _anonymous_mappings() -> list[tuple[int, int]]:
