@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import ctypes
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -73,10 +77,6 @@ def test_a_live_session_maps_blocks_from_1_mb_until_the_last_one_ends() -> None:
 def test_huge_pages_when_asked_restart_the_process_with_the_tunable() -> None:
     """``--malloc-huge-pages``: tunables are read at a process's start, so ``extractor serve``
     starts itself again with glibc's, once (the second start finds it set and goes on)."""
-    import os
-    import subprocess
-    import sys
-
     code = (
         "import os; from extractor.heap import reexec_with_huge_pages;"
         " print('start', flush=True); reexec_with_huge_pages();"
@@ -117,11 +117,6 @@ print(int(rollup.split("AnonHugePages:")[1].split()[0]) // 1024)
 def test_blocks_allocated_while_loading_stay_in_small_pages() -> None:
     """With glibc's huge pages on, a block written one byte per MB costs 2 MB of RSS per byte
     written; allocated while loading, it costs 4 KB per byte (extractor.heap)."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
     if not thp.is_file() or "[never]" in thp.read_text():
         pytest.skip("the kernel's transparent huge pages are off")
