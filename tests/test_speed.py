@@ -94,6 +94,25 @@ def test_workers_run_with_huge_pages_for_the_heap_but_not_for_the_models(
     assert huge_mb <= 40, f"{huge_mb:.0f} MB of huge pages in a worker between requests"
 
 
+def test_workers_read_the_token_embedding_from_a_file(one_worker: tuple[str, int]) -> None:
+    """The speech model's largest matrix (tiny.en's 19.9 MB token embedding) is a mapping of a
+    file in the cache, not the worker's own memory (asr/embedding_file.py), and holds no page
+    between requests."""
+    _url, worker = one_worker
+    resident_kb, files = 0, set()
+    inside = False
+    for line in Path(f"/proc/{worker}/smaps").read_text().splitlines():
+        fields = line.split()
+        if fields and "-" in fields[0] and not fields[0].endswith(":"):
+            inside = "token-embedding-" in line
+            if inside:
+                files.add(fields[-1])
+        elif inside and line.startswith("Rss:"):
+            resident_kb += int(fields[1])
+    assert len(files) == 1, files
+    assert resident_kb == 0
+
+
 def upload(url: str, path: Path) -> tuple[int, str]:
     """POST ``path`` to ``url``/extract as multipart field ``upload``: status and body."""
     boundary = "speedtestboundary"

@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import EngineFailure, EngineTimeout, EngineUnavailable
 from ..heap import trim_heap
 from .base import TimedWord, TranscribeOptions, Transcript, TranscriptSegment
+from .embedding_file import map_token_embedding, release_pages
 from .sampling import OneSampleAtATime
 from .step_turns import StepTurns
 
@@ -69,9 +70,10 @@ class FasterWhisperEngine:
                 f"OMP_THREAD_LIMIT={omp_limit} is below EXTRACTOR_ASR_THREADS={self.threads}, which"
                 " makes CTranslate2 decode garbage; unset OMP_THREAD_LIMIT (Tesseract gets its own)"
             )
+        model_path = self._model_path()
         try:
             self._model = WhisperModel(
-                self._model_path(),
+                model_path,
                 device="cpu",
                 compute_type=self.compute_type,
                 cpu_threads=self.threads,
@@ -85,12 +87,15 @@ class FasterWhisperEngine:
             raise EngineUnavailable(
                 f"faster-whisper could not load {self.model_name}: {exc}"
             ) from exc
+        # Its largest matrix read from a file as tokens need it (embedding_file.py): ~20 MB.
+        map_token_embedding(Path(model_path), self.cache_dir)
         # Same features, but their scratch memory is returned before the encoder runs.
         self._model.feature_extractor = _timed_features()(**self._model.feat_kwargs)
         self._model.feature_extractor.turns = turns
         silero.install()  # the same VAD without onnxruntime's ~34 MB
         _time_parts()
         self._warm()
+        release_pages()
         log.info("faster-whisper loaded", extra={"model": self.model_name})
 
     def whisper_model(self) -> Any:
@@ -167,6 +172,7 @@ class FasterWhisperEngine:
             raise EngineFailure(f"faster-whisper failed: {exc}") from exc
         finally:
             _spent.parts = _spent.cancel = None
+            release_pages()  # the token embedding's rows it read (embedding_file.py)
         # Where one window's time went, for bench/stages.py and anyone asking why a request is
         # slow: Silero VAD, the log-mel features, and CTranslate2 (encoder and beam search).
         total = time.perf_counter() - started
