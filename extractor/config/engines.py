@@ -125,7 +125,8 @@ class EngineSettings(SettingsBase):
         None,
         "",
         "Where derived models are cached (faster-whisper's model quantized to int8 once, which"
-        " a worker then loads ~100 MB below the peak of quantizing it at each start; the"
+        " a worker then loads ~100 MB below the peak of quantizing it at each start; its token"
+        " embedding, which the workers map from there rather than each holding its 20 MB; the"
         " openai-whisper checkpoint); default $XDG_CACHE_HOME/extractor.",
     )
     # -- speaker labels (speakers=auto; the extractor[speakers] extra) --------------------
