@@ -16,7 +16,8 @@ process's resident anonymous memory, compared in full with the file before anyth
 mapped, and only the whole pages inside the matrix are replaced (the allocator's own bytes
 around it stay as they are). Where the matrix is not found as stored (a float16 model that
 CTranslate2 converted at load, another allocator), or the file cannot be written, nothing
-changes.
+changes. Like any mapped model file, the file must be replaced, never rewritten in place
+(this module writes a new file and renames it over the old one).
 """
 
 from __future__ import annotations
@@ -43,34 +44,65 @@ _CHUNK = 1 << 20  # bytes compared or copied at a time (no second copy of the ma
 _MADV_RANDOM = 1  # no fault-around: a page read is the page a token needs
 _MADV_DONTNEED = 4
 _MAP_FIXED = 0x10  # Linux (the mmap module does not export it)
-_mapped: list[tuple[int, int]] = []  # (start, length) of every range mapped from a file
 
 
-def map_token_embedding(model_dir: Path, cache_dir: Path | None) -> int:
-    """Replace the loaded copy of ``model_dir``'s token embedding by a mapping of a file in
-    ``cache_dir`` with the same bytes; the bytes no longer held in memory (0: unchanged)."""
+class MappedEmbedding:
+    """The address ranges of one loaded model's token embedding now mapped from a file. They
+    are valid as long as that model is loaded: its owner keeps both together."""
+
+    def __init__(self, ranges: list[tuple[int, int]]) -> None:
+        self.ranges = ranges  # (start, length)
+
+    @property
+    def size(self) -> int:
+        """Bytes of the matrix no longer held in memory."""
+        return sum(length for _start, length in self.ranges)
+
+    def release(self) -> None:
+        """Unmap the pages of the file that decoding has read so far (after a transcription):
+        the next one reads its tokens' rows again from the page cache, ~1,700 minor faults for
+        a minute of speech, so a worker's RSS does not keep every row any transcription ever
+        used. Safe under a reader in another thread: the pages are the file's unchanged bytes,
+        and a page read meanwhile is read again."""
+        libc = _libc()
+        if libc is not None:
+            for start, length in self.ranges:
+                libc.madvise(start, length, _MADV_DONTNEED)
+
+
+def map_token_embedding(model_dir: Path, cache_dir: Path | None) -> MappedEmbedding:
+    """Replace the loaded copy of ``model_dir``'s token embedding (the model just loaded in
+    this process) by a mapping of a file in ``cache_dir`` with the same bytes; what was
+    mapped (nothing: the matrix stays as it was)."""
     libc = _libc()
     model_bin = Path(model_dir) / "model.bin"
+    mapped = MappedEmbedding([])
     if libc is None or cache_dir is None or not model_bin.is_file():
-        return 0
+        return mapped
     try:
         found = _stored(model_bin, EMBEDDING)
         if found is None:
-            return 0
+            return mapped
         offset, size = found
         with model_bin.open("rb") as fh:
             fh.seek(offset)
             probe = fh.read(_PROBE_BYTES)
-        moved = 0
-        for address in _copies_in_memory(libc, probe, size):
-            if _equal(address, model_bin, offset, size):
-                moved += _map(libc, address, size, model_bin, offset, cache_dir)
+        copies = [
+            address
+            for address in _copies_in_memory(libc, probe, size)
+            if _equal(address, model_bin, offset, size)
+        ]
+        # Another model loaded from the same file may hold a copy too (a test's earlier app):
+        # which one is the caller's cannot be told, and releasing pages of a copy freed since
+        # would zero whatever memory took its place. So one copy, or none mapped.
+        if len(copies) == 1:
+            mapped.ranges.append(_map(libc, copies[0], size, model_bin, offset, cache_dir))
     except OSError as exc:  # an unwritable cache, a full disk: the matrix stays in memory
         log.info("token embedding kept in memory", extra={"error": str(exc)})
-        return 0
-    if moved:
-        log.info("token embedding mapped from a file", extra={"bytes": moved})
-    return moved
+        return mapped
+    if mapped.size:
+        log.info("token embedding mapped from a file", extra={"bytes": mapped.size})
+    return mapped
 
 
 @functools.cache
@@ -133,12 +165,17 @@ def _copies_in_memory(libc: ctypes.CDLL, probe: bytes, size: int) -> Iterator[in
         if end - start < size:
             continue
         for run_start, run_end in _resident_runs(libc, start, end):
-            head = ctypes.string_at(run_start, min(2 * PAGE, run_end - run_start))
-            at = head.find(probe)
-            while at >= 0:
-                if run_start + at + size <= run_end:
-                    yield run_start + at
-                at = head.find(probe, at + 1)
+            # The matrix need not start its run (a block before it may be resident too): the
+            # run is searched where the matrix could start, a chunk at a time.
+            last = run_end - size  # the latest start that leaves room for the whole matrix
+            for chunk_start in range(run_start, last + 1, _CHUNK):
+                chunk = ctypes.string_at(
+                    chunk_start, min(_CHUNK + len(probe) - 1, run_end - chunk_start)
+                )
+                at = chunk.find(probe)
+                while 0 <= at < _CHUNK and chunk_start + at <= last:
+                    yield chunk_start + at
+                    at = chunk.find(probe, at + 1)
 
 
 def _resident_runs(libc: ctypes.CDLL, start: int, end: int) -> list[tuple[int, int]]:
@@ -175,12 +212,13 @@ def _equal(address: int, path: Path, offset: int, size: int) -> bool:
 
 def _map(
     libc: ctypes.CDLL, address: int, size: int, model_bin: Path, offset: int, cache_dir: Path
-) -> int:
-    """Map the whole pages of [address, address + size) from a file of the same bytes."""
+) -> tuple[int, int]:
+    """Map the whole pages of [address, address + size) from a file of the same bytes: the
+    range mapped (start, length)."""
     first = -(-address // PAGE) * PAGE
     last = (address + size) // PAGE * PAGE
-    if last <= first:
-        return 0
+    if last <= first:  # not one whole page: nothing worth a file
+        return first, 0
     lead = address % PAGE  # the file starts this many bytes before the matrix: page-aligned
     path = _file(model_bin, offset, size, lead, cache_dir)
     if not _equal(address, path, lead, size):  # written by something else, or damaged
@@ -202,20 +240,7 @@ def _map(
     if where != first:
         raise OSError(ctypes.get_errno(), "mmap of the token embedding failed")
     libc.madvise(first, last - first, _MADV_RANDOM)
-    _mapped.append((first, last - first))
-    return last - first
-
-
-def release_pages() -> None:
-    """Unmap the pages of the file that decoding has read so far (after a transcription): the
-    next one reads its tokens' rows again from the page cache, ~1,700 minor faults for a
-    minute of speech, so a worker's RSS does not keep every row any transcription ever used.
-    Safe under a reader in another thread: the pages are the file's unchanged bytes, and a
-    page read meanwhile is read again."""
-    libc = _libc() if _mapped else None
-    if libc is not None:
-        for start, length in _mapped:
-            libc.madvise(start, length, _MADV_DONTNEED)
+    return first, last - first
 
 
 def _file(model_bin: Path, offset: int, size: int, lead: int, cache_dir: Path) -> Path:

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import EngineFailure, EngineTimeout, EngineUnavailable
 from ..heap import trim_heap
 from .base import TimedWord, TranscribeOptions, Transcript, TranscriptSegment
-from .embedding_file import map_token_embedding, release_pages
+from .embedding_file import MappedEmbedding, map_token_embedding
 from .sampling import OneSampleAtATime
 from .step_turns import StepTurns
 
@@ -51,6 +51,7 @@ class FasterWhisperEngine:
         # Where an int8 copy of a float model is written once (ct2_int8.py); None: load as is.
         self.cache_dir = cache_dir
         self._model: Any = None
+        self._embedding = MappedEmbedding([])  # the model's matrix read from a file
 
     @property
     def loaded(self) -> bool:
@@ -88,14 +89,14 @@ class FasterWhisperEngine:
                 f"faster-whisper could not load {self.model_name}: {exc}"
             ) from exc
         # Its largest matrix read from a file as tokens need it (embedding_file.py): ~20 MB.
-        map_token_embedding(Path(model_path), self.cache_dir)
+        self._embedding = map_token_embedding(Path(model_path), self.cache_dir)
         # Same features, but their scratch memory is returned before the encoder runs.
         self._model.feature_extractor = _timed_features()(**self._model.feat_kwargs)
         self._model.feature_extractor.turns = turns
         silero.install()  # the same VAD without onnxruntime's ~34 MB
         _time_parts()
         self._warm()
-        release_pages()
+        self._embedding.release()
         log.info("faster-whisper loaded", extra={"model": self.model_name})
 
     def whisper_model(self) -> Any:
@@ -172,7 +173,7 @@ class FasterWhisperEngine:
             raise EngineFailure(f"faster-whisper failed: {exc}") from exc
         finally:
             _spent.parts = _spent.cancel = None
-            release_pages()  # the token embedding's rows it read (embedding_file.py)
+            self._embedding.release()  # the token embedding's rows it read
         # Where one window's time went, for bench/stages.py and anyone asking why a request is
         # slow: Silero VAD, the log-mel features, and CTranslate2 (encoder and beam search).
         total = time.perf_counter() - started
