@@ -44,6 +44,7 @@ _CHUNK = 1 << 20  # bytes compared or copied at a time (no second copy of the ma
 _MADV_RANDOM = 1  # no fault-around: a page read is the page a token needs
 _MADV_DONTNEED = 4
 _MAP_FIXED = 0x10  # Linux (the mmap module does not export it)
+_MINCORE_WINDOW = 1 << 30  # bytes of address space asked about at a time (a 256 KB vector)
 
 
 class MappedEmbedding:
@@ -180,21 +181,24 @@ def _copies_in_memory(libc: ctypes.CDLL, probe: bytes, size: int) -> Iterator[in
 
 def _resident_runs(libc: ctypes.CDLL, start: int, end: int) -> list[tuple[int, int]]:
     """The runs of resident pages in [start, end) (``mincore``): untouched pages are skipped,
-    never faulted in by looking."""
-    pages = (end - start) // PAGE
-    vector = (ctypes.c_ubyte * pages)()
-    if libc.mincore(start, end - start, vector) != 0:
-        return []
-    resident = bytes(vector)
-    runs, index = [], 0
-    while index < pages:
-        if resident[index] & 1:
-            first = index
-            while index < pages and resident[index] & 1:
-                index += 1
-            runs.append((start + first * PAGE, start + index * PAGE))
-        else:
-            index += 1
+    never faulted in by looking. Asked a window at a time, so that a large reservation of
+    address space costs a small vector, and scanned at C speed (``bytes.find``)."""
+    runs: list[tuple[int, int]] = []
+    for window in range(start, end, _MINCORE_WINDOW):
+        length = min(_MINCORE_WINDOW, end - window)
+        vector = (ctypes.c_ubyte * (length // PAGE))()
+        if libc.mincore(window, length, vector) != 0:
+            continue
+        resident = bytes(vector)  # 1 for a resident page, 0 for another (bit 0 of each byte)
+        index = resident.find(1)
+        while index >= 0:
+            stop = resident.find(0, index)
+            stop = len(resident) if stop < 0 else stop
+            first, last = window + index * PAGE, window + stop * PAGE
+            if runs and runs[-1][1] == first:  # a run going on from the previous window
+                first = runs.pop()[0]
+            runs.append((first, last))
+            index = resident.find(1, stop)
     return runs
 
 

@@ -40,6 +40,15 @@ def normalize_email(email: str) -> str:
     return email.strip().lower()
 
 
+def new_token() -> str:
+    """A new access token: ``TOKEN_BYTES`` random bytes, URL-safe base64, never starting with
+    "-" (one in 64 would, and a command line then reads it as an option: ``extractor labeling
+    revoke-token -Wm...`` failed with "unrecognized arguments")."""
+    while (token := secrets.token_urlsafe(TOKEN_BYTES)).startswith("-"):
+        pass
+    return token
+
+
 def add_user(db: Database, email: str, team_name: str | None = None) -> dict[str, str | None]:
     """Create the user (or reuse it), issue a new token, and join ``team_name`` (created if new).
 
@@ -48,7 +57,7 @@ def add_user(db: Database, email: str, team_name: str | None = None) -> dict[str
     email = normalize_email(email)
     if "@" not in email or len(email) > 320:
         raise UserInputError(f"not an email address: {email!r}")
-    token = secrets.token_urlsafe(TOKEN_BYTES)
+    token = new_token()
     with db.session() as session:
         user = session.scalar(select(User).where(User.email == email))
         if user is None:

@@ -54,7 +54,10 @@ def parser() -> argparse.ArgumentParser:
         "revoke-token", help="revoke a token (read from stdin with -) or every token of a user"
     )
     revoke.add_argument(
-        "token", nargs="?", default=None, help="the token, or - to read it from stdin"
+        "token",
+        nargs="?",
+        default=None,
+        help="the token, or - to read it from stdin (a token starting with - goes after --)",
     )
     revoke.add_argument("--user", default=None, help="revoke every token of this email instead")
 

@@ -29,7 +29,7 @@ from labeling_support import (
 from sqlalchemy import create_engine, text
 
 from extractor.config import SettingsError
-from extractor.labeling.auth import add_user, authenticate
+from extractor.labeling.auth import add_user, authenticate, new_token
 from extractor.labeling.credentials import (
     KEY_FILE_NAME,
     SecretBox,
@@ -329,6 +329,19 @@ def test_revoked_tokens_get_the_unauthorized_shape(
     assert server.gql(WHO, token=second.token)["errors"][0]["message"] == "Unauthorized"
     assert "errors" not in server.gql(WHO, token=other.token)
     assert first.token not in done.stdout + done.stderr
+
+
+def test_tokens_never_start_with_a_dash_and_after_two_dashes_any_is_revoked(
+    server: LabelingServer, database_url: str, tmp_path: Path
+) -> None:
+    """One URL-safe token in 64 began with "-", which ``revoke-token TOKEN`` read as an
+    option (a CI run failed on it: "unrecognized arguments: -WMaGH4ci...")."""
+    tokens = [new_token() for _ in range(3000)]  # ~47 would start with "-" otherwise
+    assert not [t for t in tokens if t.startswith("-")]
+    assert len(set(tokens)) == len(tokens) and len({len(t) for t in tokens}) == 1
+    user = server.user()
+    done = run_cli(cli_env(database_url, tmp_path / "data"), "revoke-token", "--", user.token)
+    assert done.stdout.strip() == '{"revoked": 1}', done.stderr
 
 
 def test_revoke_token_reads_the_token_from_stdin(
