@@ -71,8 +71,8 @@ class FasterWhisperEngine:
                 f"OMP_THREAD_LIMIT={omp_limit} is below EXTRACTOR_ASR_THREADS={self.threads}, which"
                 " makes CTranslate2 decode garbage; unset OMP_THREAD_LIMIT (Tesseract gets its own)"
             )
-        model_path = self._model_path()
         try:
+            model_path = self._model_path()
             self._model = WhisperModel(
                 model_path,
                 device="cpu",
