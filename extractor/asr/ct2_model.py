@@ -217,6 +217,24 @@ def read_variables(fh: BinaryIO, header: CT2Header, model_bin: Path) -> Iterator
         yield Variable(name, np.frombuffer(data, dtype=dtype).reshape(shape), _DTYPES[dtype_id])
 
 
+def variable_span(model_bin: Path, name: str) -> tuple[int, int] | None:
+    """Where variable ``name``'s bytes are in ``model_bin`` (offset, size), its headers read
+    and every other variable's bytes skipped; None if it has no such variable."""
+    with Path(model_bin).open("rb") as fh:
+        header = read_header(fh, model_bin)
+        for index in range(header.count):
+            found = _read_str(fh, f"name of variable #{index}")
+            rank = _read_u(fh, "B", f"rank of {found}")
+            for _ in range(rank):
+                _read_u(fh, "I", f"shape of {found}")
+            _read_u(fh, "B", f"dtype of {found}")
+            size = _read_u(fh, "I", f"size of {found}")
+            if found == name:
+                return fh.tell(), size
+            fh.seek(size, 1)
+    return None
+
+
 def read_aliases(fh: BinaryIO, header: CT2Header) -> dict[str, str]:
     """The alias table after the variables (binary version 3 and later)."""
     aliases: dict[str, str] = {}

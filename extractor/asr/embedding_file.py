@@ -28,12 +28,12 @@ import hashlib
 import logging
 import mmap
 import os
-import struct
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from .ct2_convert import exclusive_lock
+from .ct2_model import ModelConversionError, variable_span
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def map_token_embedding(model_dir: Path, cache_dir: Path | None) -> MappedEmbedd
     if libc is None or cache_dir is None or not model_bin.is_file():
         return mapped
     try:
-        found = _stored(model_bin, EMBEDDING)
+        found = variable_span(model_bin, EMBEDDING)
         if found is None:
             return mapped
         offset, size = found
@@ -98,7 +98,7 @@ def map_token_embedding(model_dir: Path, cache_dir: Path | None) -> MappedEmbedd
         # would zero whatever memory took its place. So one copy, or none mapped.
         if len(copies) == 1:
             mapped.ranges.append(_map(libc, copies[0], size, model_bin, offset, cache_dir))
-    except OSError as exc:  # an unwritable cache, a full disk: the matrix stays in memory
+    except (OSError, ModelConversionError) as exc:  # an unwritable cache, a damaged model
         log.info("token embedding kept in memory", extra={"error": str(exc)})
         return mapped
     if mapped.size:
@@ -120,37 +120,6 @@ def _libc() -> ctypes.CDLL | None:
     except (OSError, AttributeError):  # not a POSIX libc
         return None
     return libc
-
-
-def _stored(model_bin: Path, name: str) -> tuple[int, int] | None:
-    """Where ``name``'s bytes are in ``model_bin`` (offset, size), read from its headers."""
-    with model_bin.open("rb") as fh:
-
-        def number(fmt: str) -> int:
-            raw = fh.read(struct.calcsize(fmt))
-            if len(raw) != struct.calcsize(fmt):
-                raise EOFError
-            return int(struct.unpack("<" + fmt, raw)[0])
-
-        def text() -> str:
-            return fh.read(number("H")).decode("utf-8", "replace").rstrip("\0")
-
-        try:
-            number("I")  # binary version
-            text()  # spec
-            number("I")  # spec revision
-            for _ in range(number("I")):
-                variable = text()
-                for _dim in range(number("B")):
-                    number("I")
-                number("B")  # dtype
-                size = number("I")
-                if variable == name:
-                    return fh.tell(), size
-                fh.seek(size, os.SEEK_CUR)
-        except (EOFError, struct.error):
-            return None
-    return None
 
 
 def _copies_in_memory(libc: ctypes.CDLL, probe: bytes, size: int) -> Iterator[int]:
