@@ -27,10 +27,15 @@ class MallInfo2(ctypes.Structure):
     ]  # fmt: skip
 
 
-def mapped_blocks() -> int:
-    assert libc is not None
-    libc.mallinfo2.restype = MallInfo2
-    return int(libc.mallinfo2().hblks)
+IS_MMAPPED = 0x2  # glibc's chunk header: the size word before a block; this bit: mmap'd
+
+
+def got_own_pages(block: int) -> bool:
+    """Whether glibc gave ``block`` pages of its own (an mmap): its chunk header says so. Read
+    per block, so that another thread mapping or freeing blocks meanwhile (a count of mapped
+    blocks, mallinfo2's, is the whole process's) cannot make the answer wrong."""
+    return bool(ctypes.c_size_t.from_address(block - ctypes.sizeof(ctypes.c_size_t)).value
+                & IS_MMAPPED)  # fmt: skip
 
 
 def is_mapped_apart(size: int) -> bool:
@@ -40,13 +45,15 @@ def is_mapped_apart(size: int) -> bool:
     assert libc is not None
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
-    before, blocks = mapped_blocks(), []
+    blocks: list[int] = []
     try:
         # Never touched: address space only. Enough to use up a heap whose earlier tests left
         # up to ~1 GB of it free (a block is mapped apart only once the heap has to grow).
         for _ in range(256):
-            blocks.append(libc.malloc(size))
-            if mapped_blocks() > before:
+            block = libc.malloc(size)
+            assert block, f"malloc({size}) failed"
+            blocks.append(block)
+            if got_own_pages(block):
                 return True
         return False
     finally:
