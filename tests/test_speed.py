@@ -84,14 +84,16 @@ def test_workers_run_with_huge_pages_for_the_heap_but_not_for_the_models(
 ) -> None:
     """glibc's huge pages for the blocks a request allocates; the models' ~700 MB of blocks,
     written sparsely, kept in 4 KB pages (heap.loading_without_huge_pages): with huge pages a
-    ready worker held ~240 MB of them on Linux 6.18, 410 MB in all."""
+    ready worker held ~240 MB of them on Linux 6.18, 410 MB in all. A worker as it should be
+    holds 20-46 MB (the heap's blocks; khugepaged collapses more of them the longer a worker
+    sits), so the bound sits between the two, not at the edge of the good case."""
     _url, worker = one_worker
     environ = Path(f"/proc/{worker}/environ").read_bytes().split(b"\0")
     tunables = [v for v in environ if v.startswith(b"GLIBC_TUNABLES=")]
     assert tunables and HUGE_PAGES_TUNABLE.encode() in tunables[0]
     rollup = Path(f"/proc/{worker}/smaps_rollup").read_text()
     huge_mb = int(rollup.split("AnonHugePages:")[1].split()[0]) / 1024
-    assert huge_mb <= 40, f"{huge_mb:.0f} MB of huge pages in a worker between requests"
+    assert huge_mb <= 100, f"{huge_mb:.0f} MB of huge pages in a worker between requests"
 
 
 def test_workers_read_the_token_embedding_from_a_file(one_worker: tuple[str, int]) -> None:
