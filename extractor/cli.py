@@ -24,6 +24,10 @@ def _serve(args: argparse.Namespace) -> int:
     # reads this when numpy is first imported, which the next line does.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     settings = settings_from_flags(Settings, args)
+    if settings.settle_library_pages:  # before anything maps them (extractor/server/library_pages)
+        from .server.library_pages import settle_library_pages
+
+        settle_library_pages()
     if settings.malloc_huge_pages:
         from .heap import reexec_with_huge_pages
 
@@ -143,7 +147,8 @@ def _settings_doc(args: argparse.Namespace) -> int:
 SERVER_ONLY = (
     "bind", "workers", "threads", "secret", "engine_slots", "queue_size", "header_timeout",
     "body_timeout", "body_min_rate", "send_timeout", "keepalive_timeout",
-    "max_pending_connections", "malloc_huge_pages", "metrics", "metrics_require_secret",
+    "max_pending_connections", "malloc_huge_pages", "settle_library_pages", "metrics",
+    "metrics_require_secret",
 )  # fmt: skip
 
 

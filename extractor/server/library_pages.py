@@ -1,0 +1,59 @@
+"""The installed libraries' cached pages dropped before the workers map them.
+
+A shared library's pages count in a worker's RSS once it maps them, and how many a touch maps
+depends on how the kernel cached the file, not on the worker: pages ``pip install`` (or an
+image build) has just written stay cached in large folios, and Linux 6.18 maps a whole cached
+folio on a fault, so touching one byte of the library maps up to 1 MiB of it; pages read back
+from disk on a fault come in small folios and map ~100 KB around the byte. A worker started
+right after ``make install-dev`` held 233 MB ready, the same worker over libraries read back
+from disk 204 MB (libctranslate2 +15 MB, jsonschema_rs, libavcodec and OpenBLAS +3 MB each:
+bench/memory.md), and large folios stay cached for as long as memory allows: days, on a
+machine with room.
+
+So ``extractor serve`` settles them first (``EXTRACTOR_SETTLE_LIBRARY_PAGES``): every shared
+library under the interpreter's site-packages is written back (``fsync``: pages just written
+are dirty, and dirty pages are not dropped) and its cached pages are dropped
+(``POSIX_FADV_DONTNEED``, which leaves alone the pages any process maps, this one's included).
+The workers then read them back from disk, ~100 MB of files once.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import suppress
+from pathlib import Path
+
+
+def site_packages() -> list[Path]:
+    """Every site-packages directory on ``sys.path`` (a layered venv has its base's too)."""
+    found = {Path(entry) for entry in sys.path if entry.endswith("site-packages")}
+    return sorted(path for path in found if path.is_dir())
+
+
+def settle_library_pages(roots: list[Path] | None = None) -> int:
+    """Write back and drop the cached pages of every shared library (``*.so``, ``*.so.N``)
+    under ``roots`` (default: ``site_packages()``) that no process maps; how many files were
+    advised (0 where the platform has no ``posix_fadvise``)."""
+    if not hasattr(os, "posix_fadvise"):
+        return 0
+    advised = 0
+    for root in site_packages() if roots is None else roots:
+        for folder, _, names in os.walk(root):
+            for name in names:
+                if ".so" not in name:
+                    continue
+                try:
+                    fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+                except OSError:
+                    continue  # a dangling link, a file we may not read: nothing to drop
+                try:
+                    with suppress(OSError):  # a read-only filesystem has nothing to write back
+                        os.fsync(fd)  # dirty pages are not dropped: write them back first
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    advised += 1
+                except OSError:
+                    continue  # a filesystem that refuses the advice: its pages stay as they are
+                finally:
+                    os.close(fd)
+    return advised

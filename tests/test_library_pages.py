@@ -1,0 +1,83 @@
+"""``extractor serve`` drops the installed libraries' cached pages before its workers map them
+(extractor/server/library_pages.py): pages just written, dirty ones included, are read back
+from disk; pages a process maps, and files that are not libraries, are left alone."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+from pathlib import Path
+
+import pytest
+from support import start_server, stop_server
+
+from extractor.server.library_pages import settle_library_pages
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [
+    ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long,
+]  # fmt: skip
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+
+SIZE = 4 << 20  # bytes per file
+
+
+def written(path: Path) -> Path:
+    """A file of ``SIZE`` bytes just written: its pages cached and still dirty."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as fh:
+        for block in range(SIZE // (1 << 20)):
+            fh.write(bytes([block + 1]) * (1 << 20))
+    return path
+
+
+def cached_pages(path: Path) -> int:
+    """How many of ``path``'s pages the page cache holds (``mincore`` over a mapping that
+    touches none of them)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        address = libc.mmap(None, SIZE, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert address not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
+        try:
+            vector = (ctypes.c_ubyte * (SIZE // mmap.PAGESIZE))()
+            assert libc.mincore(address, SIZE, vector) == 0
+            return sum(byte & 1 for byte in vector)
+        finally:
+            libc.munmap(address, SIZE)
+    finally:
+        os.close(fd)
+
+
+def test_just_written_libraries_are_dropped_and_others_left(tmp_path: Path) -> None:
+    root = tmp_path / "site-packages"
+    library = written(root / "pkg.libs" / "libdemo-1a2b.so.3")
+    module = written(root / "pkg" / "_ext.cpython-311-x86_64-linux-gnu.so")
+    data = written(root / "pkg" / "weights.bin")
+    mapped = written(root / "pkg" / "libmapped.so")
+    everything = SIZE // mmap.PAGESIZE
+    assert cached_pages(library) == everything  # dirty, as pip leaves them
+    with mapped.open("rb") as fh, mmap.mmap(fh.fileno(), SIZE, prot=mmap.PROT_READ) as view:
+        assert sum(view[offset] for offset in range(0, SIZE, mmap.PAGESIZE)) > 0  # touched
+        assert settle_library_pages([root]) == 3
+        assert cached_pages(library) == 0
+        assert cached_pages(module) == 0
+        assert cached_pages(data) == everything  # not a library
+        assert cached_pages(mapped) == everything  # mapped here: left alone
+
+
+@pytest.mark.parametrize("settle", [True, False])
+def test_serve_settles_the_libraries_before_its_workers_start(tmp_path: Path, settle: bool) -> None:
+    """A real server, with a site-packages directory of its own on its path holding a library
+    just written: dropped from the cache before the server is ready, unless told not to."""
+    root = tmp_path / "site-packages"
+    library = written(root / "demo.libs" / "libdemo.so.1")
+    flags = [] if settle else ["--no-settle-library-pages"]
+    path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH", "")]))
+    _url, process = start_server("--workers", "1", *flags, env={"PYTHONPATH": path})
+    try:
+        assert cached_pages(library) == (0 if settle else SIZE // mmap.PAGESIZE)
+    finally:
+        stop_server(process)
