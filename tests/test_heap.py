@@ -161,3 +161,41 @@ def test_blocks_allocated_while_loading_stay_in_small_pages() -> None:
         pytest.skip(f"the kernel gave no huge pages to a madvised block ({plain} MB)")
     assert huge_mb("guarded") <= 4
     assert huge_mb("overlapping") <= 4
+
+
+IDLE = """
+import ctypes, sys
+from extractor import heap
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+heap.limit_heap_retention()
+block = libc.malloc(512 * 1024)  # on the heap: below the mmap threshold
+if sys.argv[1] == "idle":
+    heap.keep_idle_memory_in_small_pages()
+flags, inside = [], False
+with open("/proc/self/smaps") as smaps:
+    for line in smaps:
+        head = line.split()
+        if head[0] == "VmFlags:" and inside:
+            flags = head[1:]
+        elif "-" in head[0] and not head[0].endswith(":"):
+            low, high = (int(x, 16) for x in head[0].split("-"))
+            inside = low <= block < high
+print("nh" in flags, "hg" in flags)
+"""
+
+
+def test_what_a_worker_keeps_between_requests_is_kept_out_of_huge_pages() -> None:
+    """With glibc's huge pages on, the heap is advised for them, and khugepaged would fill its
+    sparse, trimmed ranges out while the worker sits idle: after a request they are advised
+    against (``MADV_NOHUGEPAGE``, smaps' ``nh``), and no longer for (``hg``)."""
+    env = {**os.environ, "GLIBC_TUNABLES": heap.HUGE_PAGES_TUNABLE}
+
+    def flags(when: str) -> list[str]:
+        command = [sys.executable, "-c", IDLE, when]
+        out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        return out.stdout.split() or [out.stderr]
+
+    assert flags("busy") == ["False", "True"]  # glibc advised the heap for huge pages
+    assert flags("idle") == ["True", "False"]

@@ -85,8 +85,9 @@ def test_workers_run_with_huge_pages_for_the_heap_but_not_for_the_models(
     """glibc's huge pages for the blocks a request allocates; the models' ~700 MB of blocks,
     written sparsely, kept in 4 KB pages (heap.loading_without_huge_pages): with huge pages a
     ready worker held ~240 MB of them on Linux 6.18, 410 MB in all. A worker as it should be
-    holds 20-46 MB (the heap's blocks; khugepaged collapses more of them the longer a worker
-    sits), so the bound sits between the two, not at the edge of the good case."""
+    held 20-46 MB before what it keeps between requests was advised against huge pages
+    (heap.keep_idle_memory_in_small_pages: khugepaged filled them out the longer it sat), ~0
+    since; the bound sits between that and the failure, not at the edge of the good case."""
     _url, worker = one_worker
     environ = Path(f"/proc/{worker}/environ").read_bytes().split(b"\0")
     tunables = [v for v in environ if v.startswith(b"GLIBC_TUNABLES=")]

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from extractor import metrics
 from extractor.errors import EngineTimeout, ServiceBusy
-from extractor.heap import trim_heap
+from extractor.heap import keep_idle_memory_in_small_pages, trim_heap
 from extractor.media.images import PageImage
 
 T = TypeVar("T")
@@ -75,6 +75,7 @@ def _then_trim_heap(job: Callable[[], T]) -> T:
         return job()
     finally:
         trim_heap()
+        keep_idle_memory_in_small_pages()
 
 
 class PagesAhead:
