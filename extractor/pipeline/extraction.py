@@ -25,12 +25,7 @@ from extractor.asr.speakers import SpeakerDiarizer, label_segments
 from extractor.asr.speech_windows import joins_speech, speech_spans, transcribe_spans
 from extractor.config import Settings
 from extractor.errors import EngineTimeout, InvalidParameter, SpeakerAudioTooLong
-from extractor.heap import (
-    keep_idle_memory_in_small_pages,
-    limit_heap_retention,
-    loading_without_huge_pages,
-    trim_heap,
-)
+from extractor.heap import limit_heap_retention, loading_without_huge_pages, trim_heap
 from extractor.media.audio import SAMPLE_RATE
 from extractor.media.images import PageImage, image_pages
 from extractor.media.pdf import PdfPages
@@ -102,7 +97,6 @@ class Extractor:
             self.speech.load()
             self._ocr_status = self.ocr.check()
         trim_heap()  # the warm-up's scratch memory: a ready worker's RSS is then its steady one
-        keep_idle_memory_in_small_pages()  # and khugepaged does not fill it out while idle
         seconds = time.monotonic() - started
         metrics.ENGINE_LOAD_SECONDS.set(seconds)
         log.info("engines ready", extra={"load_s": round(seconds, 2)})
