@@ -24,14 +24,14 @@ def _serve(args: argparse.Namespace) -> int:
     # reads this when numpy is first imported, which the next line does.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     settings = settings_from_flags(Settings, args)
-    if settings.settle_library_pages:  # before anything maps them (extractor/server/library_pages)
-        from .server.library_pages import settle_library_pages
-
-        settle_library_pages()
     if settings.malloc_huge_pages:
         from .heap import reexec_with_huge_pages
 
         reexec_with_huge_pages()  # returns at once when already done
+    if settings.settle_library_pages:  # once, after any re-exec, before the workers map them
+        from .server.library_pages import settle_library_pages
+
+        settle_library_pages()
     # The workers' shared metrics directory must be in the environment before anything imports
     # prometheus-client, which picks its multiprocess storage at import.
     from .metrics_dir import prepare_multiprocess_dir, remove_multiprocess_dir

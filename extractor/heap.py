@@ -145,9 +145,8 @@ def loading_without_huge_pages() -> Iterator[None]:
         yield
     finally:
         # The heap too: a ready worker's, sparse after the load's garbage is trimmed, would be
-        # filled out by khugepaged while it waits for its first request (see below).
-        for start, end in _anonymous_mappings(heap=True):
-            _LIBC.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_NOHUGEPAGE)
+        # filled out by khugepaged while it waits for its first request.
+        keep_idle_memory_in_small_pages()
         with _loads_lock:
             _loads -= 1
             if _loads == 0:
@@ -161,13 +160,14 @@ def keep_idle_memory_in_small_pages() -> None:
     (``max_ptes_none`` 511 on this kernel: one page present is enough) collapses any 2 MB of a
     huge-page-advised range into a whole huge page while the worker sits idle: measured on a
     one-worker server after 20 short mixed requests, the heap went from 35 to 41 MB of RSS and
-    the process's huge pages from 0 to 46 MB in 40 s of idleness, and a 60 s transcription
-    then peaked that much higher. Blocks mapped later (a transcription's encoder buffers) are
-    advised for huge pages by glibc as before; the heap's existing range stays in 4 KB pages.
+    the process's huge pages from 0 to 46 MB in 40 s of idleness (a transcription's own peak
+    did not move: it trims the heap first). Blocks mapped later (a transcription's encoder
+    buffers) are advised for huge pages by glibc as before; the heap's existing range stays in
+    4 KB pages.
     """
     if not huge_pages_on() or _LIBC is None:
         return
-    for start, end in _anonymous_mappings(heap=True):
+    for start, end in _anonymous_mappings():
         _LIBC.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_NOHUGEPAGE)
 
 
@@ -175,15 +175,14 @@ _loads = 0  # loads under way in this process (loading_without_huge_pages)
 _loads_lock = threading.Lock()
 
 
-def _anonymous_mappings(*, heap: bool = False) -> list[tuple[int, int]]:
-    """The address ranges of this process's unnamed mappings (not a stack; the brk heap only
-    with ``heap``)."""
+def _anonymous_mappings() -> list[tuple[int, int]]:
+    """The address ranges of this process's unnamed mappings and its brk heap (not a stack)."""
     ranges = []
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
                 fields = line.split()
-                if len(fields) == 5 or (heap and fields[-1] == "[heap]"):
+                if len(fields) == 5 or fields[-1] == "[heap]":
                     start, _, end = fields[0].partition("-")
                     ranges.append((int(start, 16), int(end, 16)))
     except OSError:  # no /proc: nothing to mark
