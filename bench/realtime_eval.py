@@ -139,6 +139,15 @@ def recordings(set_name: str) -> list[Recording]:
     return [call(), cards(), *(talk("test", n) for n in HELD_OUT_TALKS)]
 
 
+def _led(recording: Recording, seconds: float) -> Recording:
+    """``recording`` after ``seconds`` of silence (itself for 0)."""
+    if seconds <= 0:
+        return recording
+    lead = np.zeros(int(seconds * RATE), np.float32)
+    name = f"{recording.name}+{seconds:g}s"
+    return Recording(name, np.concatenate([lead, recording.audio]), recording.text)
+
+
 def to_pcm24(audio: np.ndarray) -> bytes:
     up = np.interp(np.arange(0, len(audio), 2 / 3), np.arange(len(audio)), audio)
     return (np.clip(up, -1, 1) * 32767).astype("<i2").tobytes()
@@ -268,6 +277,11 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--dump", type=Path, help="write each recording's events here (JSON)")
     parser.add_argument("--no-whole", action="store_true")
+    parser.add_argument(
+        "--phase", type=float, nargs="+", default=[0.0],
+        help="seconds of silence before each recording: each value streams it once more, so"
+        " the partial decodes fall at other moments of its speech (as paced ones do)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.long_window:  # a turn's window is cut at the next pause past this many seconds
         session.LONG_WINDOW_SECONDS = args.long_window
@@ -290,9 +304,8 @@ def main() -> None:
     all_waited: list[float] = []
     talk_waited: list[float] = []  # the espeak-ng talks' words
     decode_total = audio_total = 0.0
-    for recording in recordings(args.set):
-        if args.only and recording.name not in args.only:
-            continue
+    chosen = [r for r in recordings(args.set) if not args.only or r.name in args.only]
+    for recording in [_led(r, phase) for r in chosen for phase in args.phase]:
         started, busy = time.perf_counter(), decoder.seconds_busy
         text, events = stream(lambda emit: Session(decoder, emit, policy=policy), recording)
         waited = waits(events, reference_words(recording))
