@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import re
+import urllib.request
 
 import av
 import numpy as np
@@ -54,3 +56,11 @@ def append(data: bytes) -> str:
 
 def transcript_words(text: str) -> list[str]:
     return [w.strip(".,!?;:").lower() for w in text.split()]
+
+
+def live_metric(url: str, name: str) -> float:
+    """The server's value of the unlabelled metric ``name`` at its /metrics (0 until a worker
+    has written it)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as reply:
+        found = re.search(rf"^{re.escape(name)} (\S+)$", reply.read().decode(), re.M)
+    return float(found.group(1)) if found else 0.0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import re
 import threading
 import time
 import urllib.request
@@ -13,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from realtime_support import live_metric
 from support import start_server, stop_server
 from websockets.sync.client import connect
 
@@ -120,11 +120,7 @@ def wait_until_no_stream_is_open(url: str) -> None:
     """Until the server's /metrics counts no open live stream (a closed stream's worker has
     published its room again by then: the same ``close``), at most 30 s."""
     deadline = time.monotonic() + 30
-    while True:
-        with urllib.request.urlopen(url + "/metrics", timeout=10) as reply:
-            found = re.search(r"^extractor_realtime_streams (\S+)$", reply.read().decode(), re.M)
-        if found is None or float(found.group(1)) == 0:
-            return
+    while live_metric(url, "extractor_realtime_streams") != 0:
         assert time.monotonic() < deadline, "the previous streams did not close"
         time.sleep(0.1)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -19,7 +18,15 @@ from typing import Any
 
 import httpx
 import pytest
-from realtime_support import FIRST, SECOND, appends, pcm, silence, transcript_words
+from realtime_support import (
+    FIRST,
+    SECOND,
+    appends,
+    live_metric,
+    pcm,
+    silence,
+    transcript_words,
+)
 from support import start_server, stop_server
 from tls_proxy import self_signed, tls_proxy
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -52,10 +59,7 @@ def wav_file(path: Path, pcm16: bytes) -> Path:
 
 def live_audio_seconds(url: str) -> float:
     """The seconds of audio the server's live sessions have received (its /metrics)."""
-    found = re.search(
-        r"^extractor_realtime_audio_seconds_total (\S+)$", httpx.get(url + "/metrics").text, re.M
-    )
-    return float(found.group(1)) if found else 0.0
+    return live_metric(url, "extractor_realtime_audio_seconds_total")
 
 
 def ws_url(url: str, query: str = "intent=transcription") -> str:
