@@ -36,13 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from bench import datasets, talks
+from bench import datasets, realtime, talks
 from bench.accuracy_score import normalize_speech, speech_errors
 from extractor import samples
 
 RATE = 16_000
 CHUNK_MS = 40
 GAP_SECONDS = 1.5
+RESAMPLE = "swr"  # how the 16 kHz recordings become the 24 kHz PCM sent ("linear": before)
 TUNING_TALKS = (0, 1, 2, 3)  # bench.talks tuning numbers (6 min 22 s in all)
 HELD_OUT_TALKS = (0, 1, 2)  # bench.talks test numbers
 CARDS = "pocketsphinx-5.1.1/test/data/cards/"
@@ -149,8 +150,14 @@ def _led(recording: Recording, seconds: float) -> Recording:
 
 
 def to_pcm24(audio: np.ndarray) -> bytes:
-    up = np.interp(np.arange(0, len(audio), 2 / 3), np.arange(len(audio)), audio)
-    return (np.clip(up, -1, 1) * 32767).astype("<i2").tobytes()
+    """``audio`` (16 kHz) as a client sends it: PCM16 at 24 kHz by libswresample, as
+    ``extractor listen`` and bench/realtime.py resample (``RESAMPLE = "linear"``: the linear
+    interpolation this bench used until session 14, a duller signal on which tiny.en's close
+    calls fell otherwise; bench/realtime.md)."""
+    if RESAMPLE == "linear":
+        up = np.interp(np.arange(0, len(audio), 2 / 3), np.arange(len(audio)), audio)
+        return (np.clip(up, -1, 1) * 32767).astype("<i2").tobytes()
+    return realtime.to_pcm24(audio, RATE)
 
 
 def stream(session_factory: Any, recording: Recording) -> tuple[str, list[dict[str, Any]]]:
@@ -282,7 +289,13 @@ def main() -> None:
         help="seconds of silence before each recording: each value streams it once more, so"
         " the partial decodes fall at other moments of its speech (as paced ones do)",
     )  # fmt: skip
+    parser.add_argument(
+        "--resample", choices=["swr", "linear"], default="swr",
+        help="16 to 24 kHz as clients do (libswresample) or by linear interpolation (before)",
+    )  # fmt: skip
     args = parser.parse_args()
+    global RESAMPLE
+    RESAMPLE = args.resample
     if args.long_window:  # a turn's window is cut at the next pause past this many seconds
         session.LONG_WINDOW_SECONDS = args.long_window
     base = DecodePolicy()
