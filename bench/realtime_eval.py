@@ -43,7 +43,6 @@ from extractor import samples
 RATE = 16_000
 CHUNK_MS = 40
 GAP_SECONDS = 1.5
-RESAMPLE = "swr"  # how the 16 kHz recordings become the 24 kHz PCM sent ("linear": before)
 TUNING_TALKS = (0, 1, 2, 3)  # bench.talks tuning numbers (6 min 22 s in all)
 HELD_OUT_TALKS = (0, 1, 2)  # bench.talks test numbers
 CARDS = "pocketsphinx-5.1.1/test/data/cards/"
@@ -149,25 +148,27 @@ def _led(recording: Recording, seconds: float) -> Recording:
     return Recording(name, np.concatenate([lead, recording.audio]), recording.text)
 
 
-def to_pcm24(audio: np.ndarray) -> bytes:
+def to_pcm24(audio: np.ndarray, resample: str = "swr") -> bytes:
     """``audio`` (16 kHz) as a client sends it: PCM16 at 24 kHz by libswresample, as
-    ``extractor listen`` and bench/realtime.py resample (``RESAMPLE = "linear"``: the linear
+    ``extractor listen`` and bench/realtime.py resample (``resample="linear"``: the linear
     interpolation this bench used until session 14, a duller signal on which tiny.en's close
     calls fell otherwise; bench/realtime.md)."""
-    if RESAMPLE == "linear":
+    if resample == "linear":
         up = np.interp(np.arange(0, len(audio), 2 / 3), np.arange(len(audio)), audio)
         return (np.clip(up, -1, 1) * 32767).astype("<i2").tobytes()
     return realtime.to_pcm24(audio, RATE)
 
 
-def stream(session_factory: Any, recording: Recording) -> tuple[str, list[dict[str, Any]]]:
+def stream(
+    session_factory: Any, recording: Recording, resample: str = "swr"
+) -> tuple[str, list[dict[str, Any]]]:
     """Feed ``recording`` to a new session in 40 ms appends, stepping it idle after each.
 
     Each event gets ``x_heard``: the seconds of audio sent when it came out (what the session
     had heard; a word's wait is that less its end in the audio)."""
     events: list[dict[str, Any]] = []
     session = session_factory(events.append)
-    pcm = to_pcm24(recording.audio)
+    pcm = to_pcm24(recording.audio, resample)
     size = 24_000 * 2 * CHUNK_MS // 1000
     for offset in range(0, len(pcm), size):
         chunk = base64.b64encode(pcm[offset : offset + size]).decode()
@@ -294,8 +295,6 @@ def main() -> None:
         help="16 to 24 kHz as clients do (libswresample) or by linear interpolation (before)",
     )  # fmt: skip
     args = parser.parse_args()
-    global RESAMPLE
-    RESAMPLE = args.resample
     if args.long_window:  # a turn's window is cut at the next pause past this many seconds
         session.LONG_WINDOW_SECONDS = args.long_window
     base = DecodePolicy()
@@ -320,7 +319,9 @@ def main() -> None:
     chosen = [r for r in recordings(args.set) if not args.only or r.name in args.only]
     for recording in [_led(r, phase) for r in chosen for phase in args.phase]:
         started, busy = time.perf_counter(), decoder.seconds_busy
-        text, events = stream(lambda emit: Session(decoder, emit, policy=policy), recording)
+        text, events = stream(
+            lambda emit: Session(decoder, emit, policy=policy), recording, args.resample
+        )
         waited = waits(events, reference_words(recording))
         if args.dump:
             args.dump.mkdir(parents=True, exist_ok=True)
