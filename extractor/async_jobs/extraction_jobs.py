@@ -22,6 +22,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from extractor.async_jobs.errors import JobNotFinished, JobNotFound, JobsUnavailable, TooManyJobs
+from extractor.async_jobs.light import STATUS_NAMES
 from extractor.async_jobs.store import (
     ExtractionJob,
     WebhookState,
@@ -45,15 +46,7 @@ log = logging.getLogger(__name__)
 
 KIND = "Extraction"  # the queue's job kind: ids read ExtractionQueue:<uuid4>
 OWNER = "extractor"  # one shared secret, one owner (see the module's docstring)
-# What the API calls the queue's statuses.
-STATUS_NAMES = {
-    JobStatus.QUEUED: "queued",
-    JobStatus.RUNNING: "running",
-    JobStatus.SUCCEEDED: "succeeded",
-    JobStatus.FAILED: "failed",
-    JobStatus.CANCELLED: "cancelled",
-}
-STATUS_OF_NAME = {name: status for status, name in STATUS_NAMES.items()}
+STATUS_OF_NAME = {name: JobStatus(status) for status, name in STATUS_NAMES.items()}
 RETRY_AFTER_SECONDS = 30  # what a 429 tells a client over its cap to wait
 
 

@@ -8,6 +8,7 @@ other servers and drift when a server dies.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Iterable
 
 from prometheus_client.core import GaugeMetricFamily
@@ -15,8 +16,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from extractor.async_jobs.errors import JobsUnavailable
-from extractor.async_jobs.extraction_jobs import KIND, STATUS_NAMES, ExtractionJobs
-from extractor.jobs import JobStatus, StorageError
+from extractor.async_jobs.light import STATUS_NAMES, JobSystem, any_job, sqlite_database
 
 log = logging.getLogger(__name__)
 
@@ -24,16 +24,26 @@ log = logging.getLogger(__name__)
 class JobGauges(Collector):
     """``extractor_jobs{status}`` and ``extractor_jobs_queue_depth``, read at each scrape."""
 
-    def __init__(self, jobs: ExtractionJobs) -> None:
-        self.jobs = jobs
+    def __init__(self, system: JobSystem) -> None:
+        self.system = system
 
     def describe(self) -> Iterable[Metric]:
         """The metrics' names without asking the database (a registry asks when it is made)."""
         return self._families({})
 
     def collect(self) -> Iterable[Metric]:
+        path = sqlite_database(self.system.settings)
+        if not self.system.loaded and path is not None:
+            try:
+                if not any_job(path):
+                    return self._families({})  # no job at all: every count is 0
+            except sqlite3.Error:
+                pass  # the job system says what is wrong
+        from extractor.async_jobs.extraction_jobs import KIND
+        from extractor.jobs import StorageError
+
         try:
-            counts = self.jobs.queue.counts()
+            counts = self.system.jobs().queue.counts()
         except (StorageError, JobsUnavailable):
             log.warning("no job numbers for this scrape: the job database is not answering")
             return []
@@ -53,6 +63,6 @@ class JobGauges(Collector):
         depth = GaugeMetricFamily(
             "extractor_jobs_queue_depth",
             "Asynchronous extraction jobs waiting for a worker (queued).",
-            value=by_status.get(JobStatus.QUEUED, 0),
+            value=by_status.get("QUEUED", 0),
         )
         return [jobs, depth]

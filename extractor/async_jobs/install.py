@@ -6,11 +6,10 @@ from __future__ import annotations
 from flask import Flask
 
 from extractor import metrics
-from extractor.async_jobs.extraction_jobs import ExtractionJobs
 from extractor.async_jobs.gauges import JobGauges
+from extractor.async_jobs.light import JobSystem
 from extractor.async_jobs.routes import blueprint
 from extractor.async_jobs.runtime import JobRuntime
-from extractor.async_jobs.work import ExtractionWork
 from extractor.config import Settings
 from extractor.pipeline.extraction import Extractor
 
@@ -18,10 +17,8 @@ from extractor.pipeline.extraction import Extractor
 def install_jobs(app: Flask, settings: Settings, extractor: Extractor) -> None:
     """Add the job routes and what runs jobs to ``app``; the threads start with
     ``app.extensions["job_runtime"].start()`` (gunicorn does it once the engines are loaded)."""
-    jobs = ExtractionJobs(settings)
-    work = ExtractionWork(extractor)
-    app.extensions["async_jobs"] = jobs
-    app.extensions["job_work"] = work
-    app.extensions["job_runtime"] = JobRuntime(settings, jobs, work)
-    metrics.SCRAPED["jobs"] = JobGauges(jobs)
+    system = JobSystem(settings, extractor)  # SQLAlchemy imported on first use (light.py)
+    app.extensions["async_jobs"] = system
+    app.extensions["job_runtime"] = JobRuntime(settings, system)
+    metrics.SCRAPED["jobs"] = JobGauges(system)
     app.register_blueprint(blueprint)

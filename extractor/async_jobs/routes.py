@@ -12,15 +12,14 @@ is byte-equal to the synchronous reply. Errors are the app's JSON errors.
 from __future__ import annotations
 
 from contextlib import ExitStack
+from typing import TYPE_CHECKING
 
 from flask import Blueprint, Response, current_app, g, jsonify, request
 
 from extractor.async_jobs.documents import read_document
 from extractor.async_jobs.errors import InvalidCallback
-from extractor.async_jobs.extraction_jobs import STATUS_OF_NAME, ExtractionJobs
 from extractor.async_jobs.options import read_options, stored_options
 from extractor.async_jobs.webhook import check_callback_url, policy_of
-from extractor.async_jobs.work import ExtractionWork
 from extractor.config import Settings
 from extractor.errors import InvalidParameter, MissingUpload
 from extractor.net.errors import OutboundError
@@ -34,6 +33,10 @@ from extractor.pipeline.reply import (
     reply_response,
     workspace,
 )  # fmt: skip
+
+if TYPE_CHECKING:  # imported with the job system, on first use (light.py)
+    from extractor.async_jobs.extraction_jobs import ExtractionJobs
+    from extractor.async_jobs.light import JobSystem
 
 blueprint = Blueprint("async_jobs", __name__)
 
@@ -54,9 +57,13 @@ def _settings() -> Settings:
     return settings
 
 
+def _system() -> JobSystem:
+    system: JobSystem = current_app.extensions["async_jobs"]
+    return system
+
+
 def _jobs() -> ExtractionJobs:
-    jobs: ExtractionJobs = current_app.extensions["async_jobs"]
-    return jobs
+    return _system().jobs()
 
 
 def prefers_async() -> bool:
@@ -78,7 +85,7 @@ def submit() -> Response:
 def submit_job() -> Response:
     """Queue the request's upload as a job: 202, ``Location`` and the job JSON."""
     settings, jobs = _settings(), _jobs()
-    work: ExtractionWork = current_app.extensions["job_work"]
+    work = _system().work()
     upload = request.files.get("upload")
     if upload is None:
         others = ", ".join(sorted(request.files)) or "none"
@@ -144,6 +151,8 @@ def list_jobs() -> Response:
         for name in value.split(",")
         if name.strip()
     ]
+    from extractor.async_jobs.extraction_jobs import STATUS_OF_NAME
+
     unknown = [name for name in wanted if name not in STATUS_OF_NAME]
     if unknown:
         raise InvalidParameter(

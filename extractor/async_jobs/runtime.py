@@ -7,35 +7,63 @@ exits, so a stopping server hands its running jobs back (another server resumes 
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from extractor.async_jobs.deliveries import Deliveries
 from extractor.async_jobs.errors import JobsUnavailable
-from extractor.async_jobs.extraction_jobs import KIND, ExtractionJobs
-from extractor.async_jobs.handler import ExtractionHandler
-from extractor.async_jobs.webhook import WebhookSender, policy_of
-from extractor.async_jobs.work import ExtractionWork
+from extractor.async_jobs.light import JobSystem, any_job, sqlite_database
 from extractor.config import Settings
-from extractor.jobs import WorkerPool
+
+if TYPE_CHECKING:  # the job system, imported on first use (light.py)
+    from extractor.async_jobs.deliveries import Deliveries
+    from extractor.jobs import WorkerPool
 
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 5.0  # how often a process without its job database tries again
+WATCH_SECONDS = 1.0  # how often a worker without the job system looks for a job (light.py)
 
 
 class JobRuntime:
     """The job threads and the delivery thread of one process."""
 
-    def __init__(self, settings: Settings, jobs: ExtractionJobs, work: ExtractionWork) -> None:
+    def __init__(self, settings: Settings, system: JobSystem) -> None:
         self.settings = settings
-        self.jobs = jobs
-        self.work = work
+        self.system = system
         self.pool: WorkerPool | None = None
         self.deliveries: Deliveries | None = None
         self._stopping = threading.Event()
         self._lock = threading.Lock()  # starting and stopping, one at a time
 
     def start(self) -> None:
+        """On a SQLite job database with no job in it, wait for one without the job
+        system (``light.py``): a thread looks every ``WATCH_SECONDS``, and the first job
+        route used in this worker starts it too. Otherwise start it now."""
+        path = sqlite_database(self.settings)
+        if path is not None and not self.system.loaded and not self._has_job(path):
+            self.system.on_first_use = self._start
+            threading.Thread(
+                target=self._watch, args=(path,), name="job-watch", daemon=True
+            ).start()
+            return
+        self._start()
+
+    @staticmethod
+    def _has_job(path: Path) -> bool:
+        try:
+            return any_job(path)
+        except sqlite3.Error:
+            return True  # the job system will say what is wrong with it
+
+    def _watch(self, path: Path) -> None:
+        while not self._stopping.wait(WATCH_SECONDS) and not self.system.loaded:
+            if self._has_job(path):
+                self.system.jobs()  # imports and starts the job system (on_first_use)
+                return
+
+    def _start(self) -> None:
         """Start the threads once the job database opens: now, or (a database container still
         starting, a network not up yet) from a thread that tries again every
         ``RETRY_SECONDS``. Meanwhile the server answers synchronous requests and the job
@@ -53,8 +81,15 @@ class JobRuntime:
 
     def _start_now(self) -> bool:
         """Open the database and start the threads; False when it cannot be opened yet."""
+        from extractor.async_jobs.deliveries import Deliveries
+        from extractor.async_jobs.extraction_jobs import KIND
+        from extractor.async_jobs.handler import ExtractionHandler
+        from extractor.async_jobs.webhook import WebhookSender, policy_of
+        from extractor.jobs import WorkerPool
+
+        jobs, work = self.system.jobs(), self.system.work()
         try:
-            queue = self.jobs.queue
+            queue = jobs.queue
         except JobsUnavailable:
             return False
         settings = self.settings
@@ -62,7 +97,7 @@ class JobRuntime:
             if self._stopping.is_set():
                 return True  # stopped meanwhile: nothing to start
             if settings.job_workers > 0:
-                handler = ExtractionHandler(self.jobs, self.work, settings)
+                handler = ExtractionHandler(jobs, work, settings)
                 self.pool = WorkerPool(
                     queue, {KIND: handler}, settings.job_workers, thread_prefix="extraction-job"
                 )
@@ -74,7 +109,7 @@ class JobRuntime:
                     policy_of(settings.outbound_allow),
                     settings.webhook_timeout,
                 )
-            self.deliveries = Deliveries(self.jobs, sender, settings.webhook_attempts)
+            self.deliveries = Deliveries(jobs, sender, settings.webhook_attempts)
             self.deliveries.start()
         return True
 

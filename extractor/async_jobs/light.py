@@ -1,0 +1,103 @@
+"""The job system without SQLAlchemy until a job needs it.
+
+Importing SQLAlchemy and its ORM costs a worker ~20 MB that it holds for life, and it is a
+ready worker's largest cost after the models (bench/memory.md, "SQLAlchemy in a ready worker":
+every peak 21-25 MB lower without it). A worker needs the queue only once there is a job:
+one submitted to it, or one in the database for its job threads (queued, running, a webhook
+to send, an ended job to delete when it expires). So, on the default SQLite database
+(EXTRACTOR_DATABASE_URL unset, or a ``sqlite:///`` file), a ready worker looks with the standard library's ``sqlite3``
+whether the ``jobs`` table holds any row, every poll; the first time it does, or a job route
+is used, the job system is imported and started as before, and stays so for the worker's
+life. Any other database (PostgreSQL) is opened at start, as before.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from extractor.config import Settings
+
+if TYPE_CHECKING:
+    from extractor.async_jobs.extraction_jobs import ExtractionJobs
+    from extractor.async_jobs.work import ExtractionWork
+    from extractor.pipeline.extraction import Extractor
+
+
+# What the API calls the queue's statuses, by the status as stored (``jobs.JobStatus``'s values;
+# tests/async_jobs/test_light.py holds them equal).
+STATUS_NAMES = {
+    "QUEUED": "queued",
+    "IN_PROGRESS": "running",
+    "DELIVERED": "succeeded",
+    "FAILED": "failed",
+    "CANCELLED": "cancelled",
+}
+
+
+def sqlite_database(settings: Settings) -> Path | None:
+    """The SQLite job database's file (EXTRACTOR_DATABASE_URL unset, or ``sqlite:///FILE``);
+    None for any other database (PostgreSQL) or an in-memory one."""
+    url = settings.job_database_url
+    if not url.startswith("sqlite:///"):
+        return None
+    name = url[len("sqlite:///") :].split("?", 1)[0]
+    return None if name in ("", ":memory:") else Path(name)
+
+
+def any_job(path: Path) -> bool:
+    """Whether the job database at ``path`` holds any job, read without SQLAlchemy (no file or
+    no table yet: none). An unreadable database raises ``sqlite3.Error``."""
+    if not path.exists():
+        return False
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as db:
+        try:
+            return db.execute("SELECT 1 FROM jobs LIMIT 1").fetchone() is not None
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return False
+            raise
+
+
+class JobSystem:
+    """A worker's ``ExtractionJobs`` and ``ExtractionWork``, made (and SQLAlchemy imported) on
+    first use; ``on_first_use`` is called once then (the runtime starts its threads)."""
+
+    def __init__(self, settings: Settings, extractor: Extractor) -> None:
+        self.settings = settings
+        self.extractor = extractor
+        self._jobs: ExtractionJobs | None = None
+        self._work: ExtractionWork | None = None
+        self._lock = threading.Lock()
+        self.on_first_use: Callable[[], None] = lambda: None
+
+    @property
+    def loaded(self) -> bool:
+        return self._jobs is not None
+
+    def jobs(self) -> ExtractionJobs:
+        self._load()
+        assert self._jobs is not None
+        return self._jobs
+
+    def work(self) -> ExtractionWork:
+        self._load()
+        assert self._work is not None
+        return self._work
+
+    def _load(self) -> None:
+        if self._jobs is not None:
+            return
+        with self._lock:
+            if self._jobs is not None:
+                return
+            from extractor.async_jobs.extraction_jobs import ExtractionJobs
+            from extractor.async_jobs.work import ExtractionWork
+
+            self._work = ExtractionWork(self.extractor)
+            self._jobs = ExtractionJobs(self.settings)
+        self.on_first_use()
