@@ -8,7 +8,6 @@ other servers and drift when a server dies.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Iterable
 
 from prometheus_client.core import GaugeMetricFamily
@@ -16,7 +15,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from extractor.async_jobs.errors import JobsUnavailable
-from extractor.async_jobs.light import STATUS_NAMES, JobSystem, any_job, sqlite_database
+from extractor.async_jobs.light import STATUS_NAMES, JobSystem
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +31,8 @@ class JobGauges(Collector):
         return self._families({})
 
     def collect(self) -> Iterable[Metric]:
-        path = sqlite_database(self.system.settings)
-        if not self.system.loaded and path is not None:
-            try:
-                if not any_job(path):
-                    return self._families({})  # no job at all: every count is 0
-            except sqlite3.Error:
-                pass  # the job system says what is wrong
+        if self.system.idle():
+            return self._families({})  # no job at all: every count is 0
         from extractor.async_jobs.extraction_jobs import KIND
         from extractor.jobs import StorageError
 

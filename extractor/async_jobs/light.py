@@ -4,11 +4,11 @@ Importing SQLAlchemy and its ORM costs a worker ~20 MB that it holds for life, a
 ready worker's largest cost after the models (bench/memory.md, "SQLAlchemy in a ready worker":
 every peak 21-25 MB lower without it). A worker needs the queue only once there is a job:
 one submitted to it, or one in the database for its job threads (queued, running, a webhook
-to send, an ended job to delete when it expires). So, on the default SQLite database
-(EXTRACTOR_DATABASE_URL unset, or a ``sqlite:///`` file), a ready worker looks with the standard library's ``sqlite3``
-whether the ``jobs`` table holds any row, every poll; the first time it does, or a job route
-is used, the job system is imported and started as before, and stays so for the worker's
-life. Any other database (PostgreSQL) is opened at start, as before.
+to send, an ended job to delete when it expires). So, on a SQLite job database
+(EXTRACTOR_DATABASE_URL unset, or a ``sqlite:///`` file), a ready worker looks with the
+standard library's ``sqlite3`` whether the ``jobs`` table holds any row, every poll; the first
+time it does, or a job route is used, the job system is imported and started as before, and
+stays so for the worker's life. Any other database (PostgreSQL) is opened at start, as before.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ class JobSystem:
     def __init__(self, settings: Settings, extractor: Extractor) -> None:
         self.settings = settings
         self.extractor = extractor
+        self.sqlite_path = sqlite_database(settings)  # None: not SQLite, loaded at start
         self._jobs: ExtractionJobs | None = None
         self._work: ExtractionWork | None = None
         self._lock = threading.Lock()
@@ -78,6 +79,16 @@ class JobSystem:
     @property
     def loaded(self) -> bool:
         return self._jobs is not None
+
+    def idle(self) -> bool:
+        """Not loaded, on SQLite, and no job in its database: nothing needs the job system yet
+        (a database ``sqlite3`` cannot read is not idle: the job system says what is wrong)."""
+        if self.loaded or self.sqlite_path is None:
+            return False
+        try:
+            return not any_job(self.sqlite_path)
+        except sqlite3.Error:
+            return False
 
     def jobs(self) -> ExtractionJobs:
         self._load()

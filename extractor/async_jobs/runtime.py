@@ -7,13 +7,11 @@ exits, so a stopping server hands its running jobs back (another server resumes 
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from extractor.async_jobs.errors import JobsUnavailable
-from extractor.async_jobs.light import JobSystem, any_job, sqlite_database
+from extractor.async_jobs.light import JobSystem
 from extractor.config import Settings
 
 if TYPE_CHECKING:  # the job system, imported on first use (light.py)
@@ -41,25 +39,15 @@ class JobRuntime:
         """On a SQLite job database with no job in it, wait for one without the job
         system (``light.py``): a thread looks every ``WATCH_SECONDS``, and the first job
         route used in this worker starts it too. Otherwise start it now."""
-        path = sqlite_database(self.settings)
-        if path is not None and not self.system.loaded and not self._has_job(path):
+        if self.system.idle():
             self.system.on_first_use = self._start
-            threading.Thread(
-                target=self._watch, args=(path,), name="job-watch", daemon=True
-            ).start()
+            threading.Thread(target=self._watch, name="job-watch", daemon=True).start()
             return
         self._start()
 
-    @staticmethod
-    def _has_job(path: Path) -> bool:
-        try:
-            return any_job(path)
-        except sqlite3.Error:
-            return True  # the job system will say what is wrong with it
-
-    def _watch(self, path: Path) -> None:
-        while not self._stopping.wait(WATCH_SECONDS) and not self.system.loaded:
-            if self._has_job(path):
+    def _watch(self) -> None:
+        while not self._stopping.wait(WATCH_SECONDS):
+            if not self.system.idle():
                 self.system.jobs()  # imports and starts the job system (on_first_use)
                 return
 
