@@ -89,7 +89,7 @@ class Plan:
     memory_first: int = 20
     memory_total: int = 500
     health_seconds: float = 6.0
-    stage_rounds: int = 7  # per clip and side, bench/stages.py
+    stage_rounds: int = 15  # per clip and side, bench/stages.py (7 moved a ratio by +-0.1)
     stage_clips: tuple[int, ...] = (3, 6, 11, 15, 60)  # seconds
     flat_quick: bool = (
         False  # bench/flat.py: 1 minute of audio only, instead of up to 60 min/100 pages

@@ -17,7 +17,18 @@ faster-whisper's own ``decode_audio`` and ``get_speech_timestamps`` in this proc
 - reply: the client's wall time minus the server's ``total_s`` (connection, HTTP parsing,
   sending the reply), which the bare engine does not pay.
 
-Standalone: ``python -m bench.stages [--rounds 7] [--clips DIR]`` prints the table.
+The bare side runs as the server's workers do: CTranslate2 on one thread, and numpy's OpenBLAS
+on one thread too (bench/__init__.py, as ``extractor serve`` sets it). With OpenBLAS's default
+of a thread per core, bare faster-whisper's feature extraction left a second thread spinning
+after each call: 0.12 s of CPU per 6 s clip (0.69 s of CPU in 0.58 s of wall), which on two
+cores made the bare call slower (0.58 s, against 0.54 s on one thread), so the ratios below
+flattered the server. Rounds: 15 per clip and side: with 7, the 6 s clip's ratio came out
+0.75x in one ``make bench`` run (03635f6) and 1.05x in a later one (4418176; in between,
+only 5c01540's heap advice touches a transcription, within noise when alternated against its
+parent); two 15-round runs half an hour after the second gave 0.99x and 0.94x
+(bench/memory.md, "Session 15").
+
+Standalone: ``python -m bench.stages [--rounds 15] [--clips DIR]`` prints the table.
 """
 
 from __future__ import annotations
@@ -347,7 +358,7 @@ def debug_server(work: Path, *flags: str) -> Iterator[Server]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.stages", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--clips", type=Path, help="time the audio files in this folder instead")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
