@@ -262,6 +262,28 @@ def whole_file(recording: Recording) -> str:
 _ENGINE: dict[str, Any] = {}
 
 
+def final_window(seconds: float) -> None:
+    """Give a turn's final decodes (the session's untimed ones; partial decodes are timed) an
+    encoder window of at least ``seconds``."""
+    from extractor.realtime.session import Session
+
+    decode = Session._decode
+
+    def decode_final(
+        self: Any, item: Any, end: int, beam: int, *, timed: bool = False
+    ) -> tuple[list[str], list[float] | None]:
+        if timed:
+            return decode(self, item, end, beam, timed=timed)
+        saved = self.decoder.min_window_seconds
+        self.decoder.min_window_seconds = max(saved, seconds)
+        try:
+            return decode(self, item, end, beam, timed=timed)
+        finally:
+            self.decoder.min_window_seconds = saved
+
+    Session._decode = decode_final  # type: ignore[method-assign]
+
+
 def main() -> None:
     from extractor.realtime import session
     from extractor.realtime.decoder import WindowDecoder
@@ -282,6 +304,11 @@ def main() -> None:
     parser.add_argument("--prompt-words", type=int, default=None)
     parser.add_argument("--long-window", type=float, default=None)
     parser.add_argument("--min-window", type=float, default=10.0)
+    parser.add_argument(
+        "--final-window", type=float, default=None,
+        help="seconds of window the encoder gets for a turn's final decodes (the partial"
+        " decodes keep --min-window)",
+    )  # fmt: skip
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--dump", type=Path, help="write each recording's events here (JSON)")
     parser.add_argument("--no-whole", action="store_true")
@@ -297,6 +324,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.long_window:  # a turn's window is cut at the next pause past this many seconds
         session.LONG_WINDOW_SECONDS = args.long_window
+    if args.final_window:
+        final_window(args.final_window)
     base = DecodePolicy()
     policy = DecodePolicy(
         step_seconds=args.step or base.step_seconds,
