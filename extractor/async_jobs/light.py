@@ -19,6 +19,7 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from extractor.config import Settings
 
@@ -40,12 +41,18 @@ STATUS_NAMES = {
 
 
 def sqlite_database(settings: Settings) -> Path | None:
-    """The SQLite job database's file (EXTRACTOR_DATABASE_URL unset, or ``sqlite:///FILE``);
-    None for any other database (PostgreSQL) or an in-memory one."""
+    """The SQLite job database's file (EXTRACTOR_DATABASE_URL unset, or ``sqlite:///FILE``),
+    the file SQLAlchemy's ``make_url`` names (its path percent-decoded); None, so that the job
+    system loads at start, for any other database (PostgreSQL), an in-memory one, or a URL
+    whose name the driver reads as a URI (``?uri=true``): a watcher looking at another file
+    than the queue's would never see a job."""
     url = settings.job_database_url
     if not url.startswith("sqlite:///"):
         return None
-    name = url[len("sqlite:///") :].split("?", 1)[0]
+    name, _, query = url[len("sqlite:///") :].partition("?")
+    if "uri=" in query:
+        return None
+    name = unquote(name)
     return None if name in ("", ":memory:") else Path(name)
 
 

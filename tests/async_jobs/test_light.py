@@ -10,12 +10,34 @@ from pathlib import Path
 from jobs_support import serve, submit, wait_for
 
 from extractor import samples
-from extractor.async_jobs.light import STATUS_NAMES, any_job
+from extractor.async_jobs.light import STATUS_NAMES, any_job, sqlite_database
 from extractor.jobs import JobStatus
 
 
 def test_the_light_status_names_are_the_queue_statuses() -> None:
     assert set(STATUS_NAMES) == {status.value for status in JobStatus}
+
+
+def test_the_watched_file_is_the_one_sqlalchemy_opens(tmp_path: Path) -> None:
+    from sqlalchemy import make_url
+
+    from extractor.config import Settings
+
+    def watched(url: str) -> Path | None:
+        return sqlite_database(Settings.load(environ={"EXTRACTOR_DATABASE_URL": url}))
+
+    for url in (
+        f"sqlite:///{tmp_path}/jobs.db",
+        f"sqlite:///{tmp_path}/a%20b/jobs.db",  # percent-encoded, as make_url decodes it
+        f"sqlite:///{tmp_path}/jobs.db?timeout=20",
+        "sqlite:///relative/jobs.db",
+    ):
+        assert watched(url) == Path(str(make_url(url).database)), url
+    # None: the job system loads at start, as for PostgreSQL.
+    assert watched(f"sqlite:///file:{tmp_path}/jobs.db?uri=true") is None
+    assert watched("sqlite:///:memory:") is None
+    assert watched("sqlite://") is None
+    assert watched("postgresql+psycopg://u:p@127.0.0.1:5432/jobs") is None
 
 
 def test_any_job_reads_the_queue_without_sqlalchemy(tmp_path: Path) -> None:
