@@ -45,11 +45,14 @@ def is_mapped_apart(size: int) -> bool:
     assert libc is not None
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
+    libc.mallinfo2.restype = MallInfo2
     blocks: list[int] = []
     try:
-        # Never touched: address space only. Enough to use up a heap whose earlier tests left
-        # up to ~1 GB of it free (a block is mapped apart only once the heap has to grow).
-        for _ in range(256):
+        # A block is mapped apart only once the heap has to grow: enough blocks to use up all
+        # the free space the earlier tests left in every arena (mallinfo2's, the top included),
+        # then one. Never touched: address space only. 256 blocks, enough for ~1 GB of it, were
+        # too few once in CI (session 15, 2 MB blocks after 4 MB ones had been mapped).
+        for _ in range(libc.mallinfo2().fordblks // size + 2):
             block = libc.malloc(size)
             assert block, f"malloc({size}) failed"
             blocks.append(block)
@@ -75,30 +78,31 @@ def heap_state() -> str:
     return (
         f"heap {info.arena >> 20} MB, free {info.fordblks >> 20} MB in {info.ordblks} chunks,"
         f" mapped apart {info.hblks} ({info.hblkhd >> 20} MB), RLIMIT_AS {limit},"
-        f" {mappings} mappings"
+        f" {mappings} mappings, {heap._live_sessions} live sessions counted"
     )
 
 
 def test_a_live_session_maps_blocks_from_1_mb_until_the_last_one_ends() -> None:
     two_mb = 2 * 1024 * 1024
+    assert heap._live_sessions == 0, heap_state()  # no earlier test left a session counted
     heap.limit_heap_retention()
     assert not is_mapped_apart(two_mb), heap_state()  # default: on the heap below MMAP_THRESHOLD
     assert is_mapped_apart(heap.MMAP_THRESHOLD), heap_state()
     heap.live_session_opened()
     heap.live_session_opened()
     try:
-        assert is_mapped_apart(two_mb)
-        assert not is_mapped_apart(heap.LIVE_MMAP_THRESHOLD // 2)
+        assert is_mapped_apart(two_mb), heap_state()
+        assert not is_mapped_apart(heap.LIVE_MMAP_THRESHOLD // 2), heap_state()
         heap.live_session_closed()
-        assert is_mapped_apart(two_mb)  # one session is still open
+        assert is_mapped_apart(two_mb), heap_state()  # one session is still open
     finally:
         heap.live_session_closed()
-    assert not is_mapped_apart(two_mb)
+    assert not is_mapped_apart(two_mb), heap_state()
     heap.live_session_closed()  # one close too many changes nothing
-    assert not is_mapped_apart(two_mb)
+    assert not is_mapped_apart(two_mb), heap_state()
     heap.live_session_opened()
     heap.live_session_closed()
-    assert not is_mapped_apart(two_mb)
+    assert not is_mapped_apart(two_mb), heap_state()
 
 
 def test_huge_pages_when_asked_restart_the_process_with_the_tunable() -> None:
