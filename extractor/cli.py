@@ -186,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     listen = sub.add_parser("listen", help="stream FILE (or - for raw PCM16 on standard input)"
                             " to a server's live transcription and print the words as they come")  # fmt: skip
-    listen.add_argument("file", metavar="FILE|-")
+    listen.add_argument("file", metavar="FILE|-", nargs="?", default="-",
+                        help="an audio file, or - for standard input [default: -]")  # fmt: skip
     listen.add_argument("--url", default=os.environ.get("EXTRACTOR_URL", "http://127.0.0.1:8000"),
                         help="the server [default: $EXTRACTOR_URL or http://127.0.0.1:8000]")  # fmt: skip
     listen.add_argument("--secret", default=os.environ.get("EXTRACTOR_SECRET"),

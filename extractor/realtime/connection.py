@@ -50,7 +50,7 @@ from wsproto.events import (
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 from . import handshake, metrics
-from .events import ProtocolError, audio_too_large
+from .events import EDGE_CHARS, ProtocolError, audio_too_large, event_id_in
 from .scheduler import Scheduler
 from .session import Session
 
@@ -89,6 +89,7 @@ class LiveConnection:
         self.parts: list[str | bytes] = []  # the message being received
         self.part_bytes = 0
         self.oversized = False  # the message being received is past the limit: dropped
+        self.edges = ["", ""]  # its first and last EDGE_CHARS characters (text messages)
         self.paused = False  # not reading: the session's backlog is full
         self.closing = False  # a close frame is sent or being sent
         self.opened = self.last_message = time.monotonic()
@@ -200,6 +201,10 @@ class LiveConnection:
             self.write()
 
     def on_message_part(self, event: TextMessage | BytesMessage) -> None:
+        if isinstance(event, TextMessage):
+            if not self.part_bytes:
+                self.edges[0] = event.data[:EDGE_CHARS]
+            self.edges[1] = (self.edges[1] + event.data[-EDGE_CHARS:])[-EDGE_CHARS:]
         self.part_bytes += len(event.data)
         if self.part_bytes > self.server.limits.max_message_bytes:
             self.oversized, self.parts = True, []
@@ -208,10 +213,10 @@ class LiveConnection:
             self.parts.append(data if isinstance(data, str) else bytes(data))
         if not event.message_finished:
             return
-        parts, oversized = self.parts, self.oversized
-        self.parts, self.part_bytes, self.oversized = [], 0, False
+        parts, oversized, edges = self.parts, self.oversized, self.edges
+        self.parts, self.part_bytes, self.oversized, self.edges = [], 0, False, ["", ""]
         if oversized:
-            error = audio_too_large(None, self.server.limits.max_append_bytes)
+            error = audio_too_large(event_id_in(*edges), self.server.limits.max_append_bytes)
             error.message = (
                 f"a message may be at most {self.server.limits.max_message_bytes} bytes (an"
                 f" append of {self.server.limits.max_append_bytes} bytes of audio); it was"

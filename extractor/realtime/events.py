@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
+import re
 import secrets
 import time
 from dataclasses import dataclass, field, replace
@@ -169,6 +171,24 @@ def audio_too_large(event_id: str | None, max_bytes: int) -> ProtocolError:
     )
 
 
+# An oversized message is dropped as it arrives, never parsed whole; its ``event_id`` is looked
+# for in the characters kept from its start and its end (wherever the client put the key).
+EDGE_CHARS = 512
+_EVENT_ID = re.compile(r'"event_id"\s*:\s*("(?:[^"\\]|\\.){0,256}")')
+
+
+def event_id_in(*edges: str) -> str | None:
+    """The ``event_id`` of a message of which only ``edges`` (its first and last characters)
+    were kept, or None."""
+    for edge in edges:
+        found = _EVENT_ID.search(edge)
+        if found:
+            with contextlib.suppress(ValueError):
+                value = json.loads(found.group(1))
+                return value if isinstance(value, str) else None
+    return None
+
+
 def apply_update(config: SessionConfig, event: dict[str, Any]) -> SessionConfig:
     """``config`` changed by a ``session.update`` or ``transcription_session.update``."""
     event_id = event.get("event_id")
@@ -200,9 +220,15 @@ def _apply_current(config: SessionConfig, session: dict[str, Any]) -> SessionCon
         config = replace(config, format=_format(given["format"]))
     if "turn_detection" in given:
         td = given["turn_detection"]
-        config = replace(config, turn_detection=_turn_detection(td, config.turn_detection))
+        config = replace(
+            config,
+            turn_detection=_turn_detection(
+                td, config.turn_detection, "session.audio.input.turn_detection"
+            ),
+        )
     if "transcription" in given:
-        config = _transcription(config, given["transcription"], "session.audio.input")
+        path = "session.audio.input.transcription"
+        config = _transcription(config, given["transcription"], path)
     if "noise_reduction" in given:
         config = replace(config, noise_reduction=given["noise_reduction"])
     if "include" in session:
@@ -222,9 +248,13 @@ def _apply_beta(config: SessionConfig, session: dict[str, Any]) -> SessionConfig
         config = replace(config, format=BETA_FORMATS[name])
     if "turn_detection" in session:
         td = session["turn_detection"]
-        config = replace(config, turn_detection=_turn_detection(td, config.turn_detection))
+        config = replace(
+            config,
+            turn_detection=_turn_detection(td, config.turn_detection, "session.turn_detection"),
+        )
     if "input_audio_transcription" in session:
-        config = _transcription(config, session["input_audio_transcription"], "session")
+        path = "session.input_audio_transcription"
+        config = _transcription(config, session["input_audio_transcription"], path)
     if "input_audio_noise_reduction" in session:
         config = replace(config, noise_reduction=session["input_audio_noise_reduction"])
     if "include" in session:
@@ -255,8 +285,9 @@ def _format(value: Any) -> tuple[str, int]:
     return kind, int(rate)
 
 
-def _turn_detection(value: Any, current: ServerVad | None) -> ServerVad | None:
-    param = "session.audio.input.turn_detection"
+def _turn_detection(value: Any, current: ServerVad | None, param: str) -> ServerVad | None:
+    """``value`` checked and merged into ``current``; ``param``: where it is in the event's
+    shape, for the error."""
     if value is None:
         return None
     if not isinstance(value, dict) or value.get("type", "server_vad") != "server_vad":
@@ -287,6 +318,7 @@ def _turn_detection(value: Any, current: ServerVad | None) -> ServerVad | None:
 
 
 def _transcription(config: SessionConfig, value: Any, path: str) -> SessionConfig:
+    """``value`` (the transcription object at ``path`` in the event) merged into ``config``."""
     if value is None:
         return config
     if not isinstance(value, dict):
@@ -300,7 +332,7 @@ def _transcription(config: SessionConfig, value: Any, path: str) -> SessionConfi
         raise ProtocolError(
             "unsupported_language",
             f"language {language!r}: the live transcription model is English-only ('en')",
-            param=f"{path}.transcription.language",
+            param=f"{path}.language",
         )
     return replace(config, model=model, language=language, prompt=prompt[:2000])
 

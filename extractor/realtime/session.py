@@ -208,8 +208,25 @@ class Session:
         self._committed(item, self.position)
 
     def _clear(self) -> None:
-        self.item = None
-        self.samples.clear()
+        """Drop the uncommitted buffer. Its audio still counts in the session's timeline (the
+        offsets are of all audio appended, as OpenAI's are: ``step`` takes a message only once
+        the audio before it is through the VAD), and a turn whose words were already sent as
+        deltas ends with ``failed``, so that a client showing them knows they are void."""
+        item, self.item = self.item, None
+        if item is not None and item.words:
+            self.emit(
+                ev.server_event(
+                    "conversation.item.input_audio_transcription.failed",
+                    item_id=item.id,
+                    content_index=0,
+                    error={
+                        "type": "invalid_request_error",
+                        "code": "input_audio_buffer_cleared",
+                        "message": "the turn's audio was cleared before it was committed:"
+                        " the words sent for it are withdrawn",
+                    },
+                )
+            )
         self.input.flush()
         self.buffer_start = self.position
         self.detector = TurnDetector(self.detector.config)

@@ -11,6 +11,7 @@ from realtime_support import pcm, silence
 
 from extractor.realtime.audio import G711_TABLES, AudioInput
 from extractor.realtime.decoder import WindowDecoder
+from extractor.realtime.events import event_id_in
 from extractor.realtime.session import Session
 
 
@@ -75,7 +76,7 @@ from extractor.realtime.session import Session
                 }
             ),
             "invalid_value",
-            "session.audio.input.turn_detection",
+            "session.turn_detection",  # where the older shape has it
         ),
         (
             json.dumps(
@@ -86,7 +87,29 @@ from extractor.realtime.session import Session
                 }
             ),
             "unsupported_language",
-            "session.transcription.language",
+            "session.input_audio_transcription.language",
+        ),
+        (
+            json.dumps(
+                {
+                    "type": "session.update",
+                    "event_id": "e1",
+                    "session": {"audio": {"input": {"turn_detection": {"type": "semantic_vad"}}}},
+                }
+            ),
+            "invalid_value",
+            "session.audio.input.turn_detection",
+        ),
+        (
+            json.dumps(
+                {
+                    "type": "session.update",
+                    "event_id": "e1",
+                    "session": {"audio": {"input": {"transcription": {"language": "de"}}}},
+                }
+            ),
+            "unsupported_language",
+            "session.audio.input.transcription.language",
         ),
         (
             json.dumps({"type": "input_audio_buffer.commit", "event_id": "e1"}),
@@ -173,3 +196,19 @@ def test_g711_tables_match_the_standard() -> None:
     mu, a = G711_TABLES["audio/pcmu"] * 32768, G711_TABLES["audio/pcma"] * 32768
     assert mu[0xFF] == 0 and mu[0x80] == 32124 and mu[0x00] == -32124
     assert a[0xD5] == 8 and a[0xAA] == 32256 and a[0x2A] == -32256
+
+
+@pytest.mark.parametrize(
+    ("edges", "event_id"),
+    [
+        (['{"event_id": "e_1", "type": "input_audio_buffer.append", "audio": "AAAA', ""], "e_1"),
+        (['{"type": "input_audio_buffer.append", "audio": "AAAA', 'AA", "event_id":"e_2"}'], "e_2"),
+        (['{"event_id": "say \\"hi\\"", "audio": "AAAA', ""], 'say "hi"'),
+        (['{"event_id": 7, "audio": "AAAA', ""], None),
+        (['{"type": "input_audio_buffer.append", "audio": "AAAA', 'AAAA"}'], None),
+    ],
+)
+def test_an_oversized_message_is_named_by_the_event_id_at_its_edges(
+    edges: list[str], event_id: str | None
+) -> None:
+    assert event_id_in(*edges) == event_id

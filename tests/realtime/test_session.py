@@ -58,20 +58,29 @@ def test_two_turns_stream_append_only_deltas(decoder: WindowDecoder) -> None:
         assert done["usage"]["type"] == "duration" and 2 < done["usage"]["seconds"] < 7
     assert {"quick", "over"} <= set(transcript_words(completed[0]["transcript"]))
     assert {"bring", "things", "store"} <= set(transcript_words(completed[1]["transcript"]))
-    # Per turn: started < stopped < committed < added < completed < done, ids consistent.
-    for done in completed:
-        item = done["item_id"]
-        order = [
-            kinds.index(kind)
-            for kind in (
-                "input_audio_buffer.speech_started",
-                "input_audio_buffer.speech_stopped",
-                "input_audio_buffer.committed",
-                "conversation.item.added",
-            )
-            if any(e.get("item_id", e.get("item", {}).get("id")) == item for e in events)
+
+    # Per turn, each of these events names the turn's item, in this order:
+    def at(kind: str, item: str) -> int:
+        (index,) = [
+            i
+            for i, e in enumerate(events)
+            if e["type"] == kind and item in (e.get("item_id"), e.get("item", {}).get("id"))
         ]
+        return index
+
+    lifecycle = (
+        "input_audio_buffer.speech_started",
+        "input_audio_buffer.speech_stopped",
+        "input_audio_buffer.committed",
+        "conversation.item.added",
+        "conversation.item.input_audio_transcription.completed",
+        "conversation.item.done",
+    )
+    for done in completed:
+        order = [at(kind, done["item_id"]) for kind in lifecycle]
         assert order == sorted(order)
+    committed = of_type(events, "input_audio_buffer.committed")
+    assert committed[1]["previous_item_id"] == committed[0]["item_id"]
     started = of_type(events, "input_audio_buffer.speech_started")
     stopped = of_type(events, "input_audio_buffer.speech_stopped")
     # Offsets are milliseconds of the session's audio: the first turn starts after 1 s of
@@ -81,6 +90,31 @@ def test_two_turns_stream_append_only_deltas(decoder: WindowDecoder) -> None:
     items = of_type(events, "conversation.item.done")
     assert items[1]["previous_item_id"] == items[0]["item"]["id"]
     assert items[0]["item"]["content"][0]["transcript"] == completed[0]["transcript"]
+
+
+def test_a_turn_cleared_after_its_words_were_sent_is_withdrawn(decoder: WindowDecoder) -> None:
+    events: list[dict[str, Any]] = []
+    session = Session(decoder, events.append)
+    speech = pcm(SECOND)
+    spoken = silence(1) + speech[: len(speech) * 3 // 4 // 2 * 2]  # cut while still speaking
+    run(session, appends(spoken))
+    deltas = of_type(events, "conversation.item.input_audio_transcription.delta")
+    assert deltas, "words were sent while the turn was spoken"
+    assert not of_type(events, "input_audio_buffer.committed")
+    run(session, [json.dumps({"type": "input_audio_buffer.clear"})])
+    (failed,) = of_type(events, "conversation.item.input_audio_transcription.failed")
+    assert failed["item_id"] == deltas[0]["item_id"]
+    assert failed["error"]["code"] == "input_audio_buffer_cleared"
+    assert events[-1]["type"] == "input_audio_buffer.cleared"
+    # The session goes on, and its offsets still count the audio cleared (PCM16 at 24 kHz:
+    # 48 bytes a millisecond).
+    run(session, appends(silence(1) + pcm(FIRST) + silence(1.5)))
+    cleared_ms = len(spoken) / 48
+    (started,) = of_type(events, "input_audio_buffer.speech_started")[1:]
+    assert cleared_ms + 500 <= started["audio_start_ms"] <= cleared_ms + 1100
+    (completed,) = of_type(events, "conversation.item.input_audio_transcription.completed")
+    assert completed["item_id"] == started["item_id"] != failed["item_id"]
+    assert {"quick", "over"} <= set(transcript_words(completed["transcript"]))
 
 
 @pytest.mark.parametrize("audio", [silence(60), noise(60)], ids=["silence", "room-noise"])

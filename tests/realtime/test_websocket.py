@@ -226,13 +226,20 @@ def test_mistakes_over_the_wire_keep_the_session(server: str) -> None:
         ws.send(b"\x00binary")
         too_big = base64.b64encode(bytes(200_000)).decode()  # over the server's 64 KiB
         ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": too_big}))
+        # Dropped unparsed, yet its error names it, wherever the key is:
+        ws.send(
+            json.dumps({"event_id": "big_1", "type": "input_audio_buffer.append", "audio": too_big})
+        )
+        ws.send(
+            json.dumps({"type": "input_audio_buffer.append", "audio": too_big, "event_id": "big_2"})
+        )
         ws.send(json.dumps({"type": "input_audio_buffer.clear"}))
         got = events_until(ws, "input_audio_buffer.cleared")
     errors = [e["error"] for e in got if e["type"] == "error"]
     assert [e["code"] for e in errors] == [
-        "invalid_json", "unknown_event", "invalid_event", "audio_too_large",
+        "invalid_json", "unknown_event", "invalid_event", *["audio_too_large"] * 3,
     ]  # fmt: skip
-    assert errors[1]["event_id"] == "evt_9"
+    assert [e["event_id"] for e in errors] == [None, "evt_9", None, None, "big_1", "big_2"]
 
 
 def test_one_stream_beyond_the_limit_is_told_and_closed_1013(server: str) -> None:
@@ -272,7 +279,7 @@ def test_an_idle_session_is_closed(server: str) -> None:
 
 
 def test_extractor_listen_prints_the_words(server: str, tmp_path: Path) -> None:
-    """`extractor listen FILE` and `extractor listen -` (raw PCM16 at 16 kHz) print each
+    """`extractor listen FILE` and `extractor listen` (raw PCM16 at 16 kHz on stdin) print each
     turn's words on a line; a wrong secret is an error naming the refusal. With ``--fast``
     the whole file is on the server before its first turn completes: every turn is still
     printed, not only those done when the audio ran out."""
@@ -291,7 +298,7 @@ def test_extractor_listen_prints_the_words(server: str, tmp_path: Path) -> None:
     assert {"bring", "store"} <= set(transcript_words(lines[1]))
     raw16 = silence(0.3, 16_000) + pcm(SECOND, 16_000) + silence(1, 16_000)
     piped = subprocess.run(
-        [*command, "-", "--rate", "16000", "--secret", SECRET],
+        [*command, "--rate", "16000", "--secret", SECRET],  # no FILE: standard input
         input=raw16, capture_output=True, timeout=120, check=True,
     )  # fmt: skip
     assert {"bring", "store"} <= set(transcript_words(piped.stdout.decode()))
