@@ -82,6 +82,16 @@ class ProtocolError(Exception):
         )
 
 
+def transcription_failed(item_id: str, kind: str, code: str, message: str) -> dict[str, Any]:
+    """``conversation.item.input_audio_transcription.failed``: the item will not complete."""
+    return server_event(
+        "conversation.item.input_audio_transcription.failed",
+        item_id=item_id,
+        content_index=0,
+        error={"type": kind, "code": code, "message": message},
+    )
+
+
 def new_id(prefix: str) -> str:
     """An id in OpenAI's style: ``prefix_`` and 22 random characters."""
     return f"{prefix}_{secrets.token_urlsafe(16)[:22]}"

@@ -214,19 +214,9 @@ class Session:
         deltas ends with ``failed``, so that a client showing them knows they are void."""
         item, self.item = self.item, None
         if item is not None and item.words:
-            self.emit(
-                ev.server_event(
-                    "conversation.item.input_audio_transcription.failed",
-                    item_id=item.id,
-                    content_index=0,
-                    error={
-                        "type": "invalid_request_error",
-                        "code": "input_audio_buffer_cleared",
-                        "message": "the turn's audio was cleared before it was committed:"
-                        " the words sent for it are withdrawn",
-                    },
-                )
-            )
+            self.emit(ev.transcription_failed(item.id, "invalid_request_error",
+                      "input_audio_buffer_cleared", "the turn's audio was cleared before it was"
+                      " committed: the words sent for it are withdrawn"))  # fmt: skip
         self.input.flush()
         self.buffer_start = self.position
         self.detector = TurnDetector(self.detector.config)
@@ -417,19 +407,8 @@ class Session:
         item.window = item.end  # its audio may go
         self._trim()
         if failure is not None:
-            error = {
-                "type": "transcription_error",
-                "code": "decode_failed",
-                "message": str(failure),
-            }
-            self.emit(
-                ev.server_event(
-                    "conversation.item.input_audio_transcription.failed",
-                    item_id=item.id,
-                    content_index=0,
-                    error=error,
-                )
-            )
+            self.emit(ev.transcription_failed(item.id, "transcription_error", "decode_failed",
+                                              str(failure)))  # fmt: skip
             return
         transcript = item.transcript
         if item.heard_speech:
