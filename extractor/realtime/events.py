@@ -193,9 +193,8 @@ def event_id_in(*edges: str) -> str | None:
     for edge in edges:
         found = _EVENT_ID.search(edge)
         if found:
-            with contextlib.suppress(ValueError):
-                value = json.loads(found.group(1))
-                return value if isinstance(value, str) else None
+            with contextlib.suppress(ValueError):  # a bad escape: not JSON
+                return str(json.loads(found.group(1)))  # a quoted string: always a str
     return None
 
 
