@@ -79,6 +79,10 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 90) 
     raise TimeoutError(f"{url} did not become ready in {timeout} s")
 
 
+# Each running server's job folder (a fresh temporary one), by its pid, for ``stop_server``.
+_DATA_DIRS: dict[int, str] = {}
+
+
 def start_server(
     *args: str, env: dict[str, str] | None = None, log: Any = None
 ) -> tuple[str, subprocess.Popen[bytes]]:
@@ -88,11 +92,13 @@ def start_server(
     one, never in the directory the tests run from."""
     port = free_port()
     command = [sys.executable, "-m", "extractor.cli", "serve", "--bind", f"127.0.0.1:{port}", *args]
-    jobs = {"EXTRACTOR_DATA_DIR": tempfile.mkdtemp(prefix="extractor-jobs-")}
+    data_dir = tempfile.mkdtemp(prefix="extractor-jobs-")
     process = subprocess.Popen(
-        command, env={**os.environ, **jobs, **(env or {})}, stdout=subprocess.DEVNULL,
-        stderr=log if log is not None else subprocess.DEVNULL, start_new_session=True,
+        command, env={**os.environ, "EXTRACTOR_DATA_DIR": data_dir, **(env or {})},
+        stdout=subprocess.DEVNULL, stderr=log if log is not None else subprocess.DEVNULL,
+        start_new_session=True,
     )  # fmt: skip
+    _DATA_DIRS[process.pid] = data_dir
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, process)
@@ -103,6 +109,7 @@ def start_server(
 
 
 def stop_server(process: subprocess.Popen[bytes]) -> None:
+    """Stop a server from ``start_server`` and remove the job folder it was given."""
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
         try:
@@ -110,6 +117,9 @@ def stop_server(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+    data_dir = _DATA_DIRS.pop(process.pid, None)
+    if data_dir is not None:
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 @contextmanager

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
-import pytesseract
 import pytest
 from flask import Flask
 from PIL import Image
@@ -24,6 +23,7 @@ from support import post_file
 
 from extractor import samples
 from extractor.media.images import PageImage
+from extractor.ocr import orientation
 from extractor.ocr.orientation import (
     ROTATE_MIN_SIDE,
     Reading,
@@ -152,5 +152,5 @@ def test_an_osd_reply_without_an_answer_keeps_the_page_as_read(
 ) -> None:
     """Replies real Tesseract does not give; the module must not trust it never will."""
     page = _page(tmp_path, 600, 800, _rules(6, across=False), "PNG")
-    monkeypatch.setattr(pytesseract, "image_to_osd", lambda *args, **kwargs: reply)
+    monkeypatch.setattr(orientation, "run_tesseract", lambda *args, **kwargs: reply)
     assert osd_quarter(page.path, time.monotonic() + DEADLINE_S) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -225,3 +226,55 @@ def test_a_process_directory_planted_by_someone_else_is_not_used(tmp_path: Path)
     with workdirs.request_workdir(str(tmp_path)) as workdir:
         assert workdir.parent == tmp_path and not workdir.is_symlink()
     assert list(planted.iterdir()) == [] and not workdir.exists()
+
+
+def _tesseract_children(server_pid: int) -> list[tuple[int, int]]:
+    """(pid, parent pid) of every ``tesseract`` started by one of the server's workers."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        name, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat.rsplit(")", 1)[1].split()
+        if name == "tesseract" and int(fields[2]) == server_pid:  # its session: the server's
+            found.append((int(entry.name), int(fields[1])))
+    return found
+
+
+@pytest.mark.slow
+def test_a_worker_killed_while_the_tesseract_cli_reads_leaves_nothing_in_the_system_tmp(
+    tmp_path: Path,
+) -> None:
+    """Tesseract's CLI writes to a pipe, not to files in the system's temporary folder that
+    the worker would delete afterwards: a worker that never gets to (SIGKILL, the OOM killer)
+    leaves nothing behind there either."""
+    system_tmp, scratch = tmp_path / "system-tmp", tmp_path / "server-tmp"
+    system_tmp.mkdir()
+    scratch.mkdir()
+    page = samples.text_page(samples.a4_page_lines(40, 10))
+    env = {"TMPDIR": str(system_tmp), "EXTRACTOR_OCR_IN_PROCESS": "false"}
+    url, server = start_server("--workers", "1", "--tmp-dir", str(scratch), env=env)
+    try:
+        request = threading.Thread(target=_post_ignoring_errors, args=(url, page), daemon=True)
+        request.start()
+        deadline = time.monotonic() + 60
+        while not (running := _tesseract_children(server.pid)) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert running, "tesseract was never seen reading the page"
+        tesseract, worker = running[0]
+        os.kill(worker, signal.SIGKILL)
+        deadline = time.monotonic() + 60  # the orphaned tesseract finishes or dies on its pipe
+        while Path(f"/proc/{tesseract}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        request.join(timeout=60)
+    finally:
+        stop_server(server)
+    assert list(system_tmp.iterdir()) == [], "tesseract's output was left in the system's tmp"
+    assert list(scratch.iterdir()) == [], "the killed worker's request files were not swept"
+
+
+def _post_ignoring_errors(url: str, page: samples.TextPage) -> None:
+    png = samples.encode_image(page.image, "PNG")
+    with contextlib.suppress(httpx.TransportError):  # the worker holding it was killed
+        httpx.post(url + "/extract", files={"upload": ("page.png", png)}, timeout=90)

@@ -34,12 +34,17 @@ from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
-import pytesseract
 from PIL import Image
 
 from extractor.errors import EngineTimeout
 from extractor.heap import trim_heap
 from extractor.media.images import PageImage
+from extractor.ocr.command import (
+    TesseractFailed,
+    TesseractMissing,
+    TesseractTimedOut,
+    run_tesseract,
+)
 from extractor.replies.importable import BoundingBox, Line, Word
 
 # A first reading whose words' mean confidence is below this looks unreadable: ask OSD which
@@ -242,15 +247,11 @@ def osd_quarter(path: Path, deadline: float) -> int:
     if remaining <= 0:
         raise EngineTimeout("the request timed out before the page's orientation was found")
     try:
-        osd = pytesseract.image_to_osd(str(path), timeout=remaining)
-    # TesseractError is a RuntimeError: caught first, or the timeout clause re-raised it (a
-    # page OSD finds "Too few characters" on was a 500).
-    except (pytesseract.TesseractError, pytesseract.TesseractNotFoundError, OSError):
+        osd = run_tesseract(path, ["--psm", "0"], remaining)
+    except (TesseractFailed, TesseractMissing, OSError):
         return 0  # too little text to tell ("Too few characters"), or no CLI: keep as read
-    except RuntimeError as exc:  # pytesseract's way of saying it killed a slow run
-        if "timeout" in str(exc).lower():
-            raise EngineTimeout("finding the page's orientation took too long") from exc
-        raise
+    except TesseractTimedOut as exc:
+        raise EngineTimeout("finding the page's orientation took too long") from exc
     fields = dict(
         (key.strip(), value.strip())
         for key, _, value in (row.partition(":") for row in osd.splitlines())

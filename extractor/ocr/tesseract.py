@@ -2,13 +2,12 @@
 
 Pages go through libtesseract in-process with the models kept loaded (``tesslib``); when the
 library can't be loaded (or ``EXTRACTOR_OCR_IN_PROCESS`` is off) through the ``tesseract`` CLI
-via pytesseract. Both produce the same TSV, parsed by one function.
+(``command``). Both produce the same TSV, parsed by one function.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass
 
@@ -16,6 +15,12 @@ import pytesseract
 
 from extractor.errors import EngineTimeout, EngineUnavailable, InvalidParameter, UnsupportedMedia
 from extractor.media.images import PageImage
+from extractor.ocr.command import (
+    TesseractFailed,
+    TesseractMissing,
+    TesseractTimedOut,
+    run_tesseract,
+)
 from extractor.ocr.reader import PageReader, ReaderUnavailable
 from extractor.ocr.tesslib import LibraryUnavailable, WarmPool, shared_pool
 from extractor.replies.importable import BoundingBox, Line, Word
@@ -52,10 +57,6 @@ class TesseractEngine:
         self._installed: frozenset[str] | None = None
         # Pages read while the worker transcribes, in a warm process of their own (``reader``).
         self.reader = PageReader(options.languages, options.psm, options.warm_engines)
-        # pytesseract starts tesseract with its module-level ``environ``. Give Tesseract its own
-        # copy with the limit rather than setting it process-wide: CTranslate2 in this same
-        # process silently decodes garbage when OMP_THREAD_LIMIT is below its thread count.
-        pytesseract.pytesseract.environ = {**os.environ, "OMP_THREAD_LIMIT": "1"}
 
     @property
     def mode(self) -> str:
@@ -169,21 +170,18 @@ class TesseractEngine:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise EngineTimeout("the request timed out before OCR could run")
-        config = f"--psm {self.options.psm}" if self.options.psm is not None else ""
+        psm = ["--psm", str(self.options.psm)] if self.options.psm is not None else []
+        options = ["-l", languages, *psm, "-c", "tessedit_create_tsv=1"]
         try:
-            tsv = pytesseract.image_to_data(
-                str(page.path), lang=languages, config=config, timeout=remaining
-            )
-        except pytesseract.TesseractNotFoundError as exc:
-            raise EngineUnavailable("tesseract is not installed") from exc
-        except pytesseract.TesseractError as exc:
+            tsv = run_tesseract(page.path, options, remaining)
+        except TesseractMissing as exc:
+            raise EngineUnavailable(str(exc)) from exc
+        except TesseractFailed as exc:
             raise UnsupportedMedia(
-                f"Tesseract could not read page {page.index + 1}: {exc.message.strip()[:300]}"
+                f"Tesseract could not read page {page.index + 1}: {exc}"
             ) from exc
-        except RuntimeError as exc:  # pytesseract's way of saying it killed a slow run
-            if "timeout" in str(exc).lower():
-                raise EngineTimeout("OCR took longer than the request timeout") from exc
-            raise
+        except TesseractTimedOut as exc:
+            raise EngineTimeout("OCR took longer than the request timeout") from exc
         return lines_from_tsv(parse_tsv(tsv), page)
 
 
