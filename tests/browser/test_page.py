@@ -21,7 +21,7 @@ from extractor import samples
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-WAIT_S = 60  # upper bound for one extraction on a busy 2-core machine, not an expectation
+WAIT_S = 120  # upper bound for one extraction on a busy 2-core machine, not an expectation
 
 pytestmark = [
     pytest.mark.browser,
