@@ -21,7 +21,9 @@ non-blocking. Bounds, each a setting (``RealtimeLimits``):
 - events a client leaves unread past ``send_buffer_bytes``: the connection is dropped;
 - no message for ``idle_timeout`` s: ``error`` ``idle_timeout``, close 1001; a session older
   than ``session_seconds``: ``error`` ``session_expired``, close 1001; one stream more than
-  ``sessions``: ``error`` ``session_limit_reached``, close 1013; the worker stopping: 1012.
+  ``sessions``: ``error`` ``session_limit_reached``, close 1013; the worker stopping: 1012; a
+  frame that breaks the protocol (wsproto cannot parse it): 1002; a session whose decoding
+  failed: 1011.
 """
 
 from __future__ import annotations
@@ -195,6 +197,9 @@ class LiveConnection:
         elif isinstance(event, Ping):
             self.out += self.ws.send(event.response())
         elif isinstance(event, CloseConnection):
+            if self.ws.state is ConnectionState.OPEN:  # a frame wsproto could not parse: 1002
+                self.close(event.code, (event.reason or "")[:100])
+                return
             if self.ws.state is ConnectionState.REMOTE_CLOSING:
                 self.out += self.ws.send(event.response())
             self.closing = True

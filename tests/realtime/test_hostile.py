@@ -4,6 +4,8 @@ never reads. Memory stays bounded, the worker stays free for the others."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import time
 from collections.abc import Iterator
@@ -15,7 +17,7 @@ from support import start_server, stop_server
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import AcceptConnection, Message, Request
+from wsproto.events import AcceptConnection, CloseConnection, Message, Request
 
 
 @pytest.fixture(scope="module")
@@ -127,5 +129,50 @@ def test_a_session_past_its_length_is_ended() -> None:
                     ws.recv(timeout=10)
             assert ws.close_code == 1001
             assert 2.5 < time.monotonic() - started < 15
+    finally:
+        stop_server(process)
+
+
+def test_a_frame_breaking_the_websocket_protocol_gets_close_1002(
+    server: tuple[str, int],
+) -> None:
+    """A text frame with RSV1 set, which no negotiated extension allows (RFC 6455 5.2)."""
+    url, _master = server
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        ws = WSConnection(ConnectionType.CLIENT)
+        sock.sendall(
+            ws.send(Request(host=f"{host}:{port}", target="/v1/realtime?intent=transcription"))
+        )
+        events: list[object] = []
+        while not any(isinstance(e, AcceptConnection) for e in events):
+            ws.receive_data(sock.recv(4096))
+            events += list(ws.events())
+        mask, payload = b"\x01\x02\x03\x04", b"{}"
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        sock.sendall(bytes([0x80 | 0x40 | 0x1, 0x80 | len(payload)]) + mask + masked)
+        closed: CloseConnection | None = None
+        while closed is None:
+            data = sock.recv(65536)
+            assert data, "the server dropped the connection without a close frame"
+            ws.receive_data(data)
+            closed = next((e for e in ws.events() if isinstance(e, CloseConnection)), None)
+    assert closed.code == 1002, closed
+    with connect(ws_url(url), open_timeout=30) as other:  # the worker serves on
+        assert json.loads(other.recv(timeout=30))["type"] == "session.created"
+
+
+def test_a_stopping_server_closes_open_sessions_with_1012() -> None:
+    """1012 (service restart) tells a client to reconnect, to another replica or this one later."""
+    url, process = start_server("--workers", "1")
+    try:
+        with connect(ws_url(url), open_timeout=60) as ws:
+            assert json.loads(ws.recv(timeout=30))["type"] == "session.created"
+            ws.send(append(silence(0.5)))
+            os.kill(process.pid, signal.SIGTERM)  # the master, as an orchestrator stops a pod
+            with pytest.raises(ConnectionClosed):
+                while True:
+                    ws.recv(timeout=30)
+            assert ws.close_code == 1012, (ws.close_code, ws.close_reason)
     finally:
         stop_server(process)
