@@ -28,6 +28,16 @@ def pcm(text: str, rate: int = 24_000) -> bytes:
     return b"".join(bytes(f.planes[0])[: f.samples * 2] for f in out)
 
 
+def g711(pcm16: bytes, codec: str, rate: int = 8_000) -> bytes:
+    """PCM16 mono at ``rate`` encoded by PyAV's ``pcm_mulaw`` or ``pcm_alaw`` (one byte a sample)."""
+    context = av.CodecContext.create(codec, "w")
+    context.sample_rate, context.layout, context.format = rate, "mono", "s16"
+    frame = av.AudioFrame(format="s16", layout="mono", samples=len(pcm16) // 2)
+    frame.planes[0].update(pcm16)
+    frame.sample_rate = rate
+    return b"".join(bytes(p) for p in [*context.encode(frame), *context.encode(None)])
+
+
 def silence(seconds: float, rate: int = 24_000) -> bytes:
     return bytes(int(seconds * rate) * 2)
 

@@ -6,7 +6,17 @@ import json
 from typing import Any
 
 import pytest
-from realtime_support import FIRST, SECOND, append, appends, noise, pcm, silence, transcript_words
+from realtime_support import (
+    FIRST,
+    SECOND,
+    append,
+    appends,
+    g711,
+    noise,
+    pcm,
+    silence,
+    transcript_words,
+)
 
 from extractor.realtime.decoder import WindowDecoder
 from extractor.realtime.session import Session
@@ -155,8 +165,6 @@ def test_client_commits_without_turn_detection(decoder: WindowDecoder) -> None:
 
 def test_g711_and_16_khz_audio(decoder: WindowDecoder) -> None:
     """mu-law at 8 kHz (the beta shape's g711_ulaw) and 16 kHz PCM transcribe alike."""
-    import av
-
     for name, rate, encode in (
         ("g711_ulaw", 8_000, "pcm_mulaw"),
         ("g711_alaw", 8_000, "pcm_alaw"),
@@ -170,12 +178,7 @@ def test_g711_and_16_khz_audio(decoder: WindowDecoder) -> None:
         assert events[-1]["session"]["input_audio_format"] == name
         data = silence(0.5, rate) + pcm(FIRST, rate) + silence(1, rate)
         if encode:
-            codec = av.CodecContext.create(encode, "w")
-            codec.sample_rate, codec.layout, codec.format = rate, "mono", "s16"
-            frame = av.AudioFrame(format="s16", layout="mono", samples=len(data) // 2)
-            frame.planes[0].update(data)
-            frame.sample_rate = rate
-            data = b"".join(bytes(p) for p in [*codec.encode(frame), *codec.encode(None)])
+            data = g711(data, encode, rate)
         step = len(data) // 50
         run(session, [append(data[i : i + step]) for i in range(0, len(data), step)])
         (completed,) = of_type(events, "conversation.item.input_audio_transcription.completed")

@@ -21,7 +21,9 @@ import pytest
 from realtime_support import (
     FIRST,
     SECOND,
+    append,
     appends,
+    g711,
     live_metric,
     pcm,
     silence,
@@ -152,6 +154,32 @@ def test_the_official_client_transcribes_live(server: str) -> None:
         )
         >= 2
     )
+
+
+@pytest.mark.parametrize(
+    ("shape", "codec"),
+    [
+        ({"type": "session.update", "session": {"type": "transcription", "audio": {
+            "input": {"format": {"type": "audio/pcmu"}}}}}, "pcm_mulaw"),
+        ({"type": "transcription_session.update",
+          "session": {"input_audio_format": "g711_alaw"}}, "pcm_alaw"),
+    ],
+    ids=["session.update audio/pcmu", "transcription_session.update g711_alaw"],
+)  # fmt: skip
+def test_g711_telephone_audio_over_the_wire(server: str, shape: dict[str, Any], codec: str) -> None:
+    """8 kHz G.711 as a telephony bridge sends it, set by either shape of the update."""
+    with raw(server) as ws:
+        assert json.loads(ws.recv(timeout=30))["type"] == "session.created"
+        ws.send(json.dumps(shape))
+        updated = json.loads(ws.recv(timeout=30))
+        assert updated["type"] == shape["type"].replace("update", "updated"), updated
+        audio = g711(silence(0.5, 8_000) + pcm(FIRST, 8_000) + silence(1.2, 8_000), codec)
+        for start in range(0, len(audio), 320):  # 40 ms a message: 320 one-byte samples
+            ws.send(append(audio[start : start + 320]))
+        events = events_until(ws, "conversation.item.input_audio_transcription.completed")
+    assert not [e for e in events if e["type"] == "error"], events
+    assert {"quick", "over"} <= set(transcript_words(events[-1]["transcript"]))
+    assert 2 < events[-1]["usage"]["seconds"] < len(audio) / 8_000  # the turn, not the silence
 
 
 @pytest.mark.parametrize(
