@@ -20,3 +20,22 @@ def test_quick_benchmark_writes_its_table(tmp_path: Path) -> None:
     table = (tmp_path / "results.md").read_text()
     assert "| what | baseline | ours | ratio | target | met? |" in table
     assert "OCR overhead" in table and "Speech overhead" in table
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_live_transcription_bench_writes_a_row(tmp_path: Path) -> None:
+    """bench.realtime end to end on its shortest run: one LibriVox stream (~30 s of audio in
+    real time) on one method; its figures are make bench's business, not this test's."""
+    out = tmp_path / "realtime.md"
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.realtime", "--streams", "1", "--methods", "short-window",
+         "--recordings", "librivox", "--out", str(out)],
+        cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=580,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    (row,) = [line for line in out.read_text().splitlines() if line.startswith("| librivox |")]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[1:3] == ["short-window", "1"], cells
+    assert cells[5].endswith("%") and cells[6].endswith("%"), cells  # WER streamed, whole file
+    assert cells[-1] == "0", f"failed streams: {cells}"
