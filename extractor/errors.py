@@ -80,6 +80,25 @@ class SpeakersUnavailable(ExtractorError):
     status, code = 501, "speakers_unavailable"
 
 
+class InsufficientStorage(ExtractorError):
+    """The server's temporary folder (its disk or quota) is full: a passing state, not the
+    client's fault; the worker goes on and the client may try again."""
+
+    status, code = 507, "insufficient_storage"
+    headers = {"Retry-After": "30"}
+
+    @classmethod
+    def of(cls, exc: OSError) -> InsufficientStorage:
+        return cls(
+            f"the server has no room to receive this request now ({exc.strerror or exc});"
+            f" try again in {cls.headers['Retry-After']} s"
+        )
+
+
+# The OSError numbers that mean "no room": a full disk, a full quota.
+NO_ROOM_ERRNOS = frozenset({28, 122})  # ENOSPC, EDQUOT (Linux)
+
+
 class EngineUnavailable(ExtractorError):
     status, code = 503, "engine_unavailable"
 

@@ -16,7 +16,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,18 @@ def serving(scratch: Path, *args: str, log: Path | None = None) -> Iterator[str]
         finally:
             stop_server(process)
     assert list(scratch.iterdir()) == [], "the server left temporary files behind"
+
+
+def worker_pids(master: int) -> list[int]:
+    """gunicorn's workers: the master's child processes, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with suppress(OSError):
+                stat = (entry / "stat").read_text()
+                if int(stat[stat.rindex(")") + 2 :].split()[1]) == master:
+                    found.append(int(entry.name))
+    return found
 
 
 def have(tool: str) -> bool:

@@ -6,11 +6,10 @@ import logging
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import suppress
 from pathlib import Path
 
 import pytest
-from support import SPOKEN, requires_espeak, start_server, stop_server
+from support import SPOKEN, requires_espeak, start_server, stop_server, worker_pids
 
 from extractor.asr import TranscribeOptions
 from extractor.asr.faster import FasterWhisperEngine
@@ -65,18 +64,6 @@ def one_worker() -> Iterator[tuple[str, int]]:
         yield url, worker_pids(process.pid)[0]
     finally:
         stop_server(process)
-
-
-def worker_pids(master: int) -> list[int]:
-    """gunicorn's workers: the master's child processes, from /proc."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with suppress(OSError):
-                stat = (entry / "stat").read_text()
-                if int(stat[stat.rindex(")") + 2 :].split()[1]) == master:
-                    found.append(int(entry.name))
-    return found
 
 
 def test_workers_run_with_huge_pages_for_the_heap_but_not_for_the_models(

@@ -285,7 +285,9 @@ class BufferingThreadWorker(ThreadWorker):
     def refuse(self, conn: BufferedConn, refusal: Refusal, retry_after: int | None = None) -> None:
         """Answer ``refusal`` (its response says ``Connection: close``) and close the
         connection once the response is sent."""
-        if refusal.status != 503:
+        if refusal.status == 507:  # the operator's business: the temporary folder is full
+            log.warning("refused a request: %s %s", refusal.status, refusal.message)
+        elif refusal.status != 503:
             log.info("refused a request: %s %s", refusal.status, refusal.message)
         response = refusal_bytes(self.limits, refusal, retry_after)
         try:

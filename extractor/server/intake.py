@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import IO, Any
 
+from extractor.errors import InsufficientStorage
+
 SPOOL_MEMORY_BYTES = 64 * 1024  # a body up to this size stays in memory; larger ones go to disk
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers together (431 above)
 MAX_CHUNK_LINE_BYTES = 4096  # one chunk-size line, extensions included
@@ -33,6 +35,7 @@ REASONS = {
     413: "Content Too Large",
     431: "Request Header Fields Too Large",
     503: "Service Unavailable",
+    507: "Insufficient Storage",
 }
 
 
@@ -95,6 +98,12 @@ def refusal_bytes(limits: IntakeLimits, refusal: Refusal, retry_after: int | Non
         head.append(f"Retry-After: {retry_after}")
     head.extend(f"{name}: {value}" for name, value in refusal.headers)
     return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+
+def no_room(exc: OSError) -> Refusal:
+    """507 for a request whose bytes the server had no room to keep (``exc``: why)."""
+    error = InsufficientStorage.of(exc)
+    return Refusal(error.status, error.code, error.message, headers=tuple(error.headers.items()))
 
 
 class Stage(Enum):
@@ -232,11 +241,17 @@ class RequestIntake:
             self._spool = None
 
     def feed(self, data: bytes, now: float) -> Stage:
-        """Take bytes read from the socket; the stage the request reached (Refusal if bad)."""
+        """Take bytes read from the socket; the stage the request reached (Refusal if bad).
+
+        A spool that cannot be written (the temporary folder's disk or quota is full) refuses
+        this request with 507; the worker and its other connections go on."""
         self.received += len(data)
-        if self.stage is Stage.HEAD:
-            return self._feed_head(data, now)
-        return self._feed_body(memoryview(data), now)
+        try:
+            if self.stage is Stage.HEAD:
+                return self._feed_head(data, now)
+            return self._feed_body(memoryview(data), now)
+        except OSError as exc:
+            raise no_room(exc) from exc
 
     def _feed_head(self, data: bytes, now: float) -> Stage:
         start = max(0, len(self._head_bytes) - 3)  # CRLF CRLF may straddle two reads

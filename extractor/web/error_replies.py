@@ -18,7 +18,7 @@ from typing import Any
 from flask import Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from extractor.errors import ExtractorError
+from extractor.errors import NO_ROOM_ERRNOS, ExtractorError, InsufficientStorage
 
 log = logging.getLogger("extractor.request")
 OPENAI_PREFIX = "/v1"  # every route of the OpenAI-compatible API is under it
@@ -72,6 +72,7 @@ def init_app(app: Flask) -> None:
     """Make these handlers answer every error of ``app``."""
     app.register_error_handler(ExtractorError, _extractor_error)
     app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(OSError, _os_error)
 
 
 def _reply(problem: Problem) -> Response:
@@ -92,6 +93,15 @@ def _extractor_error(error: ExtractorError) -> Response:
     elif "log_fields" in g:
         g.log_fields["error"] = error.code
     return _reply(Problem.of(error))
+
+
+def _os_error(error: OSError) -> Response:
+    """A full temporary folder (saving the upload, a page, a decoded track) is a 507 the client
+    may retry; any other OSError goes on to the 500 handler, logged as unhandled."""
+    if error.errno not in NO_ROOM_ERRNOS:
+        raise error
+    log.warning("no room for a request", extra={"error": str(error)})
+    return _reply(Problem.of(InsufficientStorage.of(error)))
 
 
 def _http_error(error: HTTPException) -> Response:
