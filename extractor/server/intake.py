@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import IO, Any
 
-from extractor.errors import InsufficientStorage
+from extractor.errors import NO_ROOM_ERRNOS, ExtractorError, InsufficientStorage, ServiceBusy
 
 SPOOL_MEMORY_BYTES = 64 * 1024  # a body up to this size stays in memory; larger ones go to disk
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers together (431 above)
@@ -101,8 +101,13 @@ def refusal_bytes(limits: IntakeLimits, refusal: Refusal, retry_after: int | Non
 
 
 def no_room(exc: OSError) -> Refusal:
-    """507 for a request whose bytes the server had no room to keep (``exc``: why)."""
-    error = InsufficientStorage.of(exc)
+    """507 for a request whose bytes the server had no room to keep (a full disk or quota);
+    503 when the spool failed otherwise (out of file descriptors, an I/O error)."""
+    retry = InsufficientStorage.headers["Retry-After"]
+    error: ExtractorError = InsufficientStorage.of(exc)
+    if exc.errno not in NO_ROOM_ERRNOS:
+        reason = f"the server could not keep this request now ({exc.strerror or exc})"
+        error = ServiceBusy(f"{reason}; try again in {retry} s", headers={"Retry-After": retry})
     return Refusal(error.status, error.code, error.message, headers=tuple(error.headers.items()))
 
 
