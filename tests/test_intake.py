@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from extractor.server.intake import (
@@ -121,3 +123,17 @@ def test_a_refusal_is_a_whole_response_that_closes() -> None:
     assert b"Connection: close" in head and b"Retry-After: 1" in head
     assert f"Content-Length: {len(body)}".encode() in head
     assert body == b'{"error": {"code": "busy", "message": "later"}}'
+
+
+def test_a_spool_that_cannot_be_written_refuses_the_request_not_the_worker(tmp_path: Path) -> None:
+    """A body past the memory part goes to a file; when that file cannot be made (here its
+    folder is gone; a full disk is tests/test_no_room.py's), the request gets a 503 with the
+    reason instead of an OSError out of the worker's main loop."""
+    limits = IntakeLimits(max_body_bytes=10**6, spool_dir=str(tmp_path / "gone"))
+    body = b"x" * (SPOOL_MEMORY_BYTES + 1)
+    head = b"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n" % len(body)
+    with pytest.raises(Refusal) as refused:
+        feed_in_pieces(head + body, 4096, limits)
+    assert refused.value.status == 503
+    assert "No such file or directory" in refused.value.message
+    assert ("Retry-After", "30") in refused.value.headers
