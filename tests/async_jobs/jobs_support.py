@@ -66,6 +66,7 @@ class Server:
         """SIGKILL every process of the server at once: nothing gets to clean up."""
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
+        stop_server(self.process)  # dead already: this removes the job folder it was given
 
     def stop(self) -> None:
         stop_server(self.process)
