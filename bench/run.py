@@ -66,7 +66,8 @@ WHY = {
     " encoder needs ~60 MB for every 30 s window and PDFium ~85 MB to render one scanned 300-dpi"
     " page.",
     "stages": "See the stage table: the request's own stages (receive, reply) take 10-30 ms;"
-    " the rest is the model stage, where the worker's heap settings cost page faults.",
+    " the rest is the model stage, which on a quiet machine costs the server less than bare"
+    " faster-whisper (bench/memory.md, session 17): a miss here is the host.",
     "long": "See the decoder row of the memory table.",
     "peak": "See the per-input peak table: a ready worker holds ~220 MB and CTranslate2's"
     " encoder needs ~60 MB for any 30 s window (tiny.en's 6 heads x 1500^2 attention scores in"
