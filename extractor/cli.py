@@ -147,7 +147,8 @@ def _settings_doc(args: argparse.Namespace) -> int:
 SERVER_ONLY = (
     "bind", "workers", "threads", "secret", "engine_slots", "queue_size", "header_timeout",
     "body_timeout", "body_min_rate", "send_timeout", "keepalive_timeout",
-    "max_pending_connections", "malloc_huge_pages", "settle_library_pages", "metrics",
+    "max_pending_connections", "malloc_huge_pages", "settle_library_pages",
+    "release_library_pages", "metrics",
     "metrics_require_secret",
 )  # fmt: skip
 

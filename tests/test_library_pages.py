@@ -12,7 +12,11 @@ from pathlib import Path
 import pytest
 from support import start_server, stop_server
 
-from extractor.server.library_pages import settle_library_pages
+from extractor.server.library_pages import (
+    releasable_mappings,
+    release_mapped_library_pages,
+    settle_library_pages,
+)
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
@@ -81,3 +85,61 @@ def test_serve_settles_the_libraries_before_its_workers_start(tmp_path: Path, se
         assert cached_pages(library) == (0 if settle else SIZE // mmap.PAGESIZE)
     finally:
         stop_server(process)
+
+
+def resident_kb(path: Path) -> int:
+    """This process's resident kB of its mappings of ``path`` (/proc/self/smaps)."""
+    total, ours = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if line[:1] in "0123456789abcdef" and "-" in line.split(" ", 1)[0]:
+            ours = line.rstrip().endswith(str(path))
+        elif ours and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+def test_a_worker_releases_clean_mapped_pages_and_keeps_everything_else(tmp_path: Path) -> None:
+    """What ``release_mapped_library_pages`` may drop: pages of a read-only private mapping,
+    copies of the page cache, which read back the same on the next touch. What it must not:
+    a private mapping written to (its pages are the process's own), anonymous memory."""
+    shared = written(tmp_path / "libcode.so")
+    private = written(tmp_path / "libdata.so")
+    anonymous = bytearray(b"\x07" * SIZE)
+    with (
+        shared.open("rb") as code_file, private.open("r+b") as data_file,
+        mmap.mmap(code_file.fileno(), SIZE, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ) as code,
+        mmap.mmap(data_file.fileno(), SIZE, flags=mmap.MAP_PRIVATE,
+                  prot=mmap.PROT_READ | mmap.PROT_WRITE) as data,
+    ):  # fmt: skip
+        before = [code[offset] for offset in range(0, SIZE, mmap.PAGESIZE)]  # every page touched
+        for offset in range(0, SIZE, mmap.PAGESIZE):
+            data[offset] = 0xEE  # copied on write: this process's own pages now
+        assert resident_kb(shared) >= SIZE // 1024 * 0.9
+        assert release_mapped_library_pages() >= SIZE // 1024 * 0.9
+        assert resident_kb(shared) == 0
+        assert resident_kb(private) >= SIZE // 1024 * 0.9
+        assert [code[offset] for offset in range(0, SIZE, mmap.PAGESIZE)] == before  # read back
+        assert all(data[offset] == 0xEE for offset in range(0, SIZE, mmap.PAGESIZE))
+        assert anonymous == b"\x07" * SIZE
+
+
+def test_only_read_only_private_file_mappings_without_pages_of_their_own_qualify() -> None:
+    smaps = "\n".join([
+        "7f0000000000-7f0000002000 r-xp 00001000 fd:01 11 /venv/lib/libct2.so",
+        "Rss:                   8 kB", "Private_Clean:         4 kB", "Private_Dirty:         0 kB",
+        "Anonymous:             0 kB",
+        "7f0000002000-7f0000003000 r--p 00003000 fd:01 11 /venv/lib/libct2.so",  # RELRO: dirty
+        "Rss:                   4 kB", "Private_Dirty:         4 kB", "Anonymous:             4 kB",
+        "7f0000003000-7f0000004000 rw-p 00004000 fd:01 11 /venv/lib/libct2.so",
+        "Rss:                   4 kB", "Private_Dirty:         0 kB", "Anonymous:             0 kB",
+        "7f0000004000-7f0000005000 r--s 00000000 fd:01 12 /data/jobs.db-shm",
+        "Rss:                   4 kB", "Private_Dirty:         0 kB", "Anonymous:             0 kB",
+        "7f0000005000-7f0000008000 r--p 00000000 00:00 0 ",
+        "Rss:                  12 kB", "Private_Dirty:         0 kB", "Anonymous:             0 kB",
+        "7f0000008000-7f0000009000 r--p 00000000 fd:01 13 /usr/share/locale/locale-archive",
+        "Rss:                   4 kB", "Private_Dirty:         0 kB", "Anonymous:             0 kB",
+    ])  # fmt: skip
+    assert releasable_mappings(smaps) == [
+        (0x7F0000000000, 0x7F0000002000, 8),
+        (0x7F0000008000, 0x7F0000009000, 4),
+    ]

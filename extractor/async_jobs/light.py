@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from extractor.config import Settings
+from extractor.server.library_pages import release_mapped_library_pages
 
 if TYPE_CHECKING:
     from extractor.async_jobs.extraction_jobs import ExtractionJobs
@@ -118,4 +119,6 @@ class JobSystem:
 
             self._work = ExtractionWork(self.extractor)
             self._jobs = ExtractionJobs(self.settings)
+            if self.settings.release_library_pages:  # SQLAlchemy's imports ran once
+                release_mapped_library_pages()
         self.on_first_use()

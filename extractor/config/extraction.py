@@ -147,6 +147,16 @@ class Settings(JobSettings, EngineSettings):
         " maps whole (a ready worker ~30 MB larger right after an install). Costs reading"
         " ~100 MB of libraries once.",
     )
+    release_library_pages: bool = setting(
+        True,
+        "",
+        "Once a worker has loaded its engines (and again once it loads the job system), unmap"
+        " the pages of libraries and read-only files it has mapped that are clean copies of the"
+        " page cache: code run once at load, CPU variants it does not use. They stay cached and"
+        " come back on a minor fault when run again. A ready worker ~35-55 MB smaller in RSS, a"
+        " transcription's peak ~20-30 MB lower; the page cache and anonymous memory are"
+        " unchanged.",
+    )
     metrics: bool = setting(True, "", "Serve Prometheus metrics at GET /metrics.")
     metrics_require_secret: bool = setting(
         False,

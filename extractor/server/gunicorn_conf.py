@@ -17,6 +17,7 @@ from extractor.realtime.room import LiveRoom
 from extractor.realtime.worker import RealtimeWorkerMixin
 from extractor.server.buffering_worker import BufferingThreadWorker
 from extractor.server.intake import Head, IntakeLimits, Refusal
+from extractor.server.library_pages import release_mapped_library_pages
 from extractor.web.app import MULTIPART_SLACK
 from extractor.web.error_replies import error_document
 
@@ -203,6 +204,8 @@ def _load_engines(worker: Any) -> None:
     runtime = app.extensions.get("job_runtime") if hasattr(app, "extensions") else None
     if runtime is not None:
         runtime.start()  # asynchronous jobs, once the engines they use are ready
+    if extractor is not None and extractor.settings.release_library_pages:
+        release_mapped_library_pages()  # what loading ran once (server/library_pages.py)
 
 
 def _stop_jobs(worker: Any) -> None:
