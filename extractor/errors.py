@@ -7,6 +7,8 @@ boundary) and know nothing of HTTP.
 
 from __future__ import annotations
 
+import errno
+
 
 class ExtractorError(Exception):
     """Base of every error the service reports to a client."""
@@ -96,7 +98,7 @@ class InsufficientStorage(ExtractorError):
 
 
 # The OSError numbers that mean "no room": a full disk, a full quota.
-NO_ROOM_ERRNOS = frozenset({28, 122})  # ENOSPC, EDQUOT (Linux)
+NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class EngineUnavailable(ExtractorError):

@@ -3,6 +3,7 @@ never reads. Memory stays bounded, the worker stays free for the others."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from realtime_support import FIRST, append, noise, pcm, silence, transcript_words
-from support import start_server, stop_server
+from support import start_server, stop_server, worker_pids
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 from wsproto import ConnectionType, WSConnection
@@ -33,16 +34,11 @@ def server() -> Iterator[tuple[str, int]]:
 
 
 def worker_rss_kb(master: int) -> int:
+    """The summed VmRSS of ``master``'s workers (one gone meanwhile counts 0)."""
     total = 0
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-                if int(stat[stat.rindex(")") + 2 :].split()[1]) != master:
-                    continue
-                status = (entry / "status").read_text()
-            except OSError:
-                continue
+    for pid in worker_pids(master):
+        with contextlib.suppress(OSError):
+            status = Path(f"/proc/{pid}/status").read_text()
             total += int(status.split("VmRSS:")[1].split()[0])
     return total
 
