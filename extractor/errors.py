@@ -92,7 +92,7 @@ class InsufficientStorage(ExtractorError):
     @classmethod
     def of(cls, exc: OSError) -> InsufficientStorage:
         return cls(
-            f"the server has no room to receive this request now ({exc.strerror or exc});"
+            f"the server has no room for this request's files now ({exc.strerror or exc});"
             f" try again in {cls.headers['Retry-After']} s"
         )
 
