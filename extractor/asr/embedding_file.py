@@ -10,6 +10,9 @@ cache when a token first needs it, the page cache is shared by every worker of t
 and the kernel can reclaim it, where each worker held all 19.9 MB as its own. Measured
 in-process on this project's Intel machine: a loaded model's RSS 19 MB lower, a transcription's
 peak 14-16 MB lower, the same text, words, times and log-probabilities (bench/memory.md).
+Elsewhere (an AMD CPU, where CTranslate2 does not use MKL) the output layer multiplies by the
+matrix itself, so each transcription reads all of it: the worker's own copy still goes, the
+page cache's one is shared by every worker, and ``release`` drops it from RSS after each call.
 
 Nothing is assumed about where CTranslate2 keeps the matrix: its bytes are looked for in the
 process's resident anonymous memory, compared in full with the file before anything is
