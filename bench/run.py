@@ -80,7 +80,10 @@ PEAK_TARGET_MB = 300  # issue 10: what a default-engine worker may peak at
 class Plan:
     """How much of everything one run does; ``--quick`` shrinks it to a smoke test."""
 
-    ocr_reps: int = 5
+    # per side, A4 page (the three-line image: twice as many): one A4 round moves +-15% with the
+    # host (1.57-2.02 s in one run), so 5 rounds' median read 1.01x in one make bench and
+    # 0.89x on the same page twenty minutes before; 15 as the speech rows have.
+    ocr_reps: int = 15
     pdf_reps: int = 3
     # 60 s of espeak-ng speech, per side: a round moves +-15% with the host (3.3-5.1 s for one
     # file in one run), so 3 rounds' median read 1.07x in one make bench and 0.95x in
