@@ -9,19 +9,24 @@ Two ways to run two transcriptions at once on two cores:
   runs two transcriptions in parallel (faster-whisper's ``num_workers``, CTranslate2's
   ``inter_threads``, set to the engine slots).
 
-For each, ``--runs`` rounds of one client then four clients (the order alternating by round),
-each posting the same speech clip for ``--seconds``; a round's figure is the four clients'
-requests per second over the one client's. Beside it, the workers' CPU seconds per request
-with one client and with four: if four clients make each request cost more CPU (the two
-transcriptions contending for memory bandwidth and caches), no free core can make up for it,
-and that figure, unlike wall time, other work on the machine moves little. The machine's memory for the layout is the highest
-sum of RSS over the server's processes, sampled every 0.1 s while four clients run. OCR (half an
-A4 page at 150 dpi) is measured the same way on the default layout.
+For each, ``--runs`` rounds, each of four phases of ``--seconds``: one client, four clients,
+four, one (ABBA), every client posting the same upload; a round's figure is the four
+clients' requests per second over the one client's, each over its two phases. The host these
+runs share drifts by 10% and more within a minute (session 20's `make bench` had a round of
+one phase each read 2.18x, above the 2x two cores allow): ABBA cancels a steady drift within
+the round, which one phase of each, one after the other, put all on one side.
+
+Beside it, the workers' CPU seconds per request with one client and with four: if four clients
+make each request cost more CPU (the two transcriptions contending for memory bandwidth and
+caches), no free core can make up for it, and that figure, unlike wall time, other work on the
+machine moves little. The machine's memory for the layout is the highest sum of RSS over the
+server's processes, sampled every 0.1 s while four clients run. OCR (half an A4 page at 150
+dpi) is measured the same way on the default layout.
 
 Throughput needs free cores: on a machine other work keeps busy the ratios measure that work
 (the load average is printed beside them). Memory does not depend on timing.
 
-``python -m bench.concurrency [--runs 3] [--seconds 20]``
+``python -m bench.concurrency [--runs 3] [--seconds 15]``
 """
 
 from __future__ import annotations
@@ -102,25 +107,31 @@ def group_peak(group: int) -> Iterator[list[float]]:
 def scaling(
     server: Server, layout: str, kind: str, upload: Upload, runs: int, seconds: float
 ) -> Scaling:
-    """``runs`` rounds of one client and four clients, alternating which goes first."""
+    """``runs`` rounds of one client, four, four and one (``seconds`` each)."""
     assert server.process is not None
     result = Scaling(layout, kind)
     run_load(server.host, server.port, [upload], 4, total=4, deadline=300)  # warm every worker
     for round_ in range(runs):
-        order = (1, 4) if round_ % 2 == 0 else (4, 1)
-        for clients in order:
+        done = {1: 0, 4: 0}  # requests answered, wall seconds, worker CPU seconds by clients
+        wall = {1: 0.0, 4: 0.0}
+        cpu = {1: 0.0, 4: 0.0}
+        for clients in (1, 4, 4, 1):
             workers = server.worker_pids()
-            cpu = sum(tree_cpu_seconds(pid) for pid in workers)
+            before = sum(tree_cpu_seconds(pid) for pid in workers)
             with group_peak(server.process.pid) as peak:
                 load = run_load(
                     server.host, server.port, [upload], clients, duration=seconds, deadline=600
                 )
-            cpu = (sum(tree_cpu_seconds(pid) for pid in workers) - cpu) / max(len(load.ok), 1)
+            cpu[clients] += sum(tree_cpu_seconds(pid) for pid in workers) - before
+            done[clients] += len(load.ok)
+            wall[clients] += load.wall
             result.failed += load.failed
-            (result.one if clients == 1 else result.four).append(load.per_second)
-            (result.cpu_one if clients == 1 else result.cpu_four).append(cpu)
             if clients == 4:
                 result.peak_mb = max(result.peak_mb, peak[0])
+        result.one.append(done[1] / wall[1])
+        result.four.append(done[4] / wall[4])
+        result.cpu_one.append(cpu[1] / max(done[1], 1))
+        result.cpu_four.append(cpu[4] / max(done[4], 1))
         result.loads.append(os.getloadavg()[0])
         log.info("  %s, %s, round %d: %.2fx", layout, kind, round_ + 1, result.ratios()[-1])
     return result
@@ -166,7 +177,7 @@ def measure_all(work: Path, runs: int, seconds: float, *, ocr: bool = True) -> l
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.concurrency", description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--seconds", type=float, default=15.0, help="per phase")
     parser.add_argument("--no-ocr", action="store_true", help="speech only")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
