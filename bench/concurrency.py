@@ -112,7 +112,8 @@ def scaling(
     result = Scaling(layout, kind)
     run_load(server.host, server.port, [upload], 4, total=4, deadline=300)  # warm every worker
     for round_ in range(runs):
-        done = {1: 0, 4: 0}  # requests answered, wall seconds, worker CPU seconds by clients
+        # By number of clients, over its two phases: requests answered, wall and worker CPU s.
+        done = {1: 0, 4: 0}
         wall = {1: 0.0, 4: 0.0}
         cpu = {1: 0.0, 4: 0.0}
         for clients in (1, 4, 4, 1):
