@@ -26,6 +26,12 @@ dpi) is measured the same way on the default layout.
 Throughput needs free cores: on a machine other work keeps busy the ratios measure that work
 (the load average is printed beside them). Memory does not depend on timing.
 
+The ceiling the host itself allows is measured the same way with no server at all: the bare
+engines (faster-whisper's ``WhisperModel`` with the server's options, and the ``tesseract``
+CLI), each in its own process, two at once against one, in the same ABBA rounds. Two cores
+bound it at 2x; what two engines running side by side lose to each other in memory bandwidth
+and caches, and the host's drift, show there, where the server has no part.
+
 ``python -m bench.concurrency [--runs 3] [--seconds 15]``
 """
 
@@ -33,14 +39,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import os
 import statistics
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from .load import Upload, run_load
@@ -52,6 +61,8 @@ LAYOUTS = {
     "one model per worker (default)": ("--workers", "2"),
     "one model shared by 2 engine threads": ("--workers", "1", "--engine-slots", "2"),
 }
+SPEECH = "speech: 11 s LibriVox"
+OCR = "OCR: half A4, 150 dpi"
 SPEECH_TARGET = 1.8  # issue 19: 4 clients >= 1.8x one client on 2 cores
 OCR_TARGET = 1.9
 
@@ -73,13 +84,13 @@ class Scaling:
     def ratios(self) -> list[float]:
         return [f / o for o, f in zip(self.one, self.four, strict=True)]
 
-    def row(self, target: float) -> str:
+    def row(self, target: float, engine: str) -> str:
         r = sorted(self.ratios())
         met = "yes" if statistics.median(r) >= target and r[0] >= target * 0.95 else "**no**"
         return (
             f"| {self.layout} | {self.kind} | {statistics.median(self.one):.2f} |"
             f" {statistics.median(self.four):.2f} | {r[0]:.2f} / {statistics.median(r):.2f} /"
-            f" {r[-1]:.2f} | {target:.1f}x | {met} | {self.peak_mb:.0f} MB | {self.failed} |"
+            f" {r[-1]:.2f} | {target:.1f}x | {met} | {engine} | {self.peak_mb:.0f} MB | {self.failed} |"
             f" {statistics.median(self.cpu_one):.2f} / {statistics.median(self.cpu_four):.2f} s |"
             f" {min(self.loads):.1f}-{max(self.loads):.1f} |"
         )
@@ -138,15 +149,79 @@ def scaling(
     return result
 
 
-def markdown(results: list[Scaling]) -> list[str]:
+def _bare_engine(kind: str, path: str, conn: Connection) -> None:
+    """One bare engine in a process of its own: for each number of seconds it receives, run
+    the file over and over until that many have passed, and answer how many runs finished."""
+    from extractor.config import Settings
+
+    from .run import BareFasterWhisper, bare_tesseract
+
+    speech = kind == "speech"
+    engine = BareFasterWhisper(Settings.load(environ={})) if speech else bare_tesseract
+    engine(Path(path))  # warm: model pages, the first call's allocations
+    conn.send(0)
+    while (seconds := conn.recv()) is not None:
+        deadline = time.monotonic() + seconds
+        runs = 0
+        while time.monotonic() < deadline:
+            engine(Path(path))
+            runs += 1
+        conn.send(runs)
+
+
+def bare_scaling(kind: str, label: str, path: Path, runs: int, seconds: float) -> Scaling:
+    """``runs`` rounds of one bare engine, two at once, two and one (``seconds`` each)."""
+    context = multiprocessing.get_context("spawn")  # nothing of this process's state is forked
+    pipes = [context.Pipe() for _ in range(2)]
+    processes = [
+        context.Process(target=_bare_engine, args=(kind, str(path), child), daemon=True)
+        for _parent, child in pipes
+    ]
+    for process in processes:
+        process.start()
+    for _parent, child in pipes:
+        child.close()  # the child's end is the child's: a crash then reads as EOFError here
+    result = Scaling("bare engine, no server: 2 at once against 1", label)
+    try:
+        for parent, _child in pipes:
+            parent.recv()  # loaded and warm
+        for round_ in range(runs):
+            done = {1: 0, 2: 0}
+            wall = {1: 0.0, 2: 0.0}
+            for at_once in (1, 2, 2, 1):
+                started = time.monotonic()
+                for parent, _child in pipes[:at_once]:
+                    parent.send(seconds)
+                done[at_once] += sum(parent.recv() for parent, _child in pipes[:at_once])
+                wall[at_once] += time.monotonic() - started
+            result.one.append(done[1] / wall[1])
+            result.four.append(done[2] / wall[2])
+            result.loads.append(os.getloadavg()[0])
+            log.info("  bare %s, round %d: %.2fx", kind, round_ + 1, result.ratios()[-1])
+    finally:
+        for parent, _child in pipes:
+            parent.send(None)
+        for process in processes:
+            process.join(timeout=30)
+            if process.is_alive():
+                process.kill()
+    return result
+
+
+def markdown(results: list[Scaling], bare: Sequence[Scaling] = ()) -> list[str]:
+    """The server's rows, each beside the bare engine's own scaling on the same input."""
+    ceiling = {b.kind: sorted(b.ratios()) for b in bare}
     lines = [
         "| layout | input | 1 client req/s | 4 clients req/s | 4 / 1 (min / median / max) |"
-        " target | met? | machine's peak RSS, 4 clients | failed | CPU per request, 1 / 4 clients |"
+        " target | met? | the bare engine, 2 at once / 1 (min / median / max) |"
+        " machine's peak RSS, 4 clients | failed | CPU per request, 1 / 4 clients |"
         " load average |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        lines.append(r.row(SPEECH_TARGET if r.kind.startswith("speech") else OCR_TARGET))
+        b = ceiling.get(r.kind)
+        engine = f"{b[0]:.2f} / {statistics.median(b):.2f} / {b[-1]:.2f}" if b else "—"
+        lines.append(r.row(SPEECH_TARGET if r.kind.startswith("speech") else OCR_TARGET, engine))
     return lines
 
 
@@ -157,22 +232,26 @@ def speech_clip(folder: Path) -> Path:
     return next(c.path for c in librivox_clips(folder, (11,)))
 
 
-def measure_all(work: Path, runs: int, seconds: float, *, ocr: bool = True) -> list[Scaling]:
-    """Every layout on speech, and the default one on OCR too."""
+def measure_all(
+    work: Path, runs: int, seconds: float, *, ocr: bool = True
+) -> tuple[list[Scaling], list[Scaling]]:
+    """Every layout on speech, and the default one on OCR too; then the bare engines alone."""
     from .inputs import make_inputs
 
-    speech = Upload.of(speech_clip(work / "clips"))
-    page = Upload.of(make_inputs(work / "inputs", quick=True).small_page)
+    clip = speech_clip(work / "clips")
+    page_path = make_inputs(work / "inputs", quick=True).small_page
+    speech, page = Upload.of(clip), Upload.of(page_path)
     results = []
     for layout, flags in LAYOUTS.items():
         with Server(*flags, log_dir=work, name=layout.split()[2]) as server:
             server.wait_ready(int(flags[1]))
-            results.append(scaling(server, layout, "speech: 11 s LibriVox", speech, runs, seconds))
+            results.append(scaling(server, layout, SPEECH, speech, runs, seconds))
             if ocr and flags == LAYOUTS["one model per worker (default)"]:
-                results.append(
-                    scaling(server, layout, "OCR: half A4, 150 dpi", page, runs, seconds)
-                )
-    return results
+                results.append(scaling(server, layout, OCR, page, runs, seconds))
+    bare = [bare_scaling("speech", SPEECH, clip, runs, seconds)]
+    if ocr:
+        bare.append(bare_scaling("ocr", OCR, page_path, runs, seconds))
+    return results, bare
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,8 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     with tempfile.TemporaryDirectory(prefix="extractor-bench-") as tmp:
-        results = measure_all(Path(tmp), args.runs, args.seconds, ocr=not args.no_ocr)
-    print("\n".join(markdown(results)))
+        results, bare = measure_all(Path(tmp), args.runs, args.seconds, ocr=not args.no_ocr)
+    print("\n".join(markdown(results, bare)))
     return 0
 
 
