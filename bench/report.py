@@ -114,13 +114,22 @@ class Report:
                 lines.append(f"| {mr.what} | {', '.join(f'{v:.0f}' for v in mr.per_worker_mb)} |")
         lines += ["", "## Closing note", ""]
         misses = self.misses()
-        if misses:
+        # The sections' own tables judge rows too (bench/stages.py, bench/concurrency.py).
+        table_misses = [
+            (heading.split(" (")[0], row.strip("|").split("|")[:2])
+            for heading, table in self.tables
+            for row in table
+            if "| **no** |" in row
+        ]
+        if misses or table_misses:
             lines.append("Targets missed in this run:")
             for r in misses:
                 ratio = "" if r.ratio is None or math.isnan(r.ratio) else f" ({r.ratio:.3f}x)"
                 lines.append(
                     f"- **{r.what}**: {r.ours}{ratio} against {r.target}. {r.why}".rstrip()
                 )
+            for heading, cells in table_misses:
+                lines.append(f"- **{heading}**: {', '.join(c.strip() for c in cells)} (its table).")
         else:
             lines.append("Every target with a threshold was met in this run.")
         lines += [f"- {note}" for note in self.notes]
