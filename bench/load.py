@@ -46,10 +46,18 @@ class Reply:
     body: bytes = b""
     retry_after: str | None = None
     error: str | None = None
+    ended: float = 0.0  # time.perf_counter() when the reply was read (or the request failed)
 
     @property
     def ok(self) -> bool:
         return self.status == 200
+
+    def share_within(self, start: float, end: float) -> float:
+        """How much of this request falls within ``start``..``end`` (perf_counter seconds), as
+        a fraction of it: a request is counted as done evenly over its latency."""
+        began = self.ended - self.seconds
+        overlap = min(self.ended, end) - max(began, start)
+        return max(overlap, 0.0) / self.seconds if self.seconds > 0 else float(start <= began < end)
 
 
 def post(
@@ -65,11 +73,13 @@ def post(
         )  # fmt: skip
         response = connection.getresponse()
         body = response.read()
+        ended = time.perf_counter()
         return Reply(
-            response.status, time.perf_counter() - started, body, response.getheader("Retry-After")
+            response.status, ended - started, body, response.getheader("Retry-After"), ended=ended
         )
     except OSError as exc:
-        return Reply(0, time.perf_counter() - started, error=f"{type(exc).__name__}: {exc}")
+        ended = time.perf_counter()
+        return Reply(0, ended - started, error=f"{type(exc).__name__}: {exc}", ended=ended)
     finally:
         connection.close()
 
@@ -81,6 +91,8 @@ class LoadResult:
     clients: int
     replies: list[Reply] = field(default_factory=list)
     wall: float = 0.0  # seconds
+    started: float = 0.0  # time.perf_counter() when the clients started
+    duration: float | None = None  # how long the clients kept sending, when that was bounded
 
     @property
     def ok(self) -> list[Reply]:
@@ -93,6 +105,28 @@ class LoadResult:
     @property
     def per_second(self) -> float:
         return len(self.ok) / self.wall if self.wall else 0.0
+
+    def steady_per_second(self) -> float:
+        """Successful requests per second while the load was steady: from the moment every
+        client has had its first reply until the clients stopped sending (``duration``), each
+        request counted by the share of its latency inside that window (``Reply.share_within``).
+
+        Not the drain at the end (``per_second`` counts it): once the clients stop, the requests
+        still queued finish with a worker idle now and then, which is the benchmark's doing.
+        Not the ramp at the start either: every client sends at once and a request counts as
+        it waits in a queue, so from a standing start the first waits would count as work (with
+        4 clients on 2 workers, half a request per worker). Between two moments of a steady
+        load the requests under way are alike, so what is counted between them is what was
+        done, without rounding to whole requests."""
+        if self.duration is None:
+            raise ValueError("steady_per_second needs a run bounded by duration")
+        end = self.started + self.duration
+        firsts = sorted(r.ended for r in self.ok)[: self.clients]
+        if len(firsts) < self.clients or firsts[-1] >= end:
+            raise ValueError("the clients stopped before each had a reply: no steady load")
+        begin = firsts[-1]
+        done = sum(r.share_within(begin, end) for r in self.ok)
+        return done / (end - begin)
 
     def latency(self, quantile: float) -> float:
         """A latency quantile of the successful requests, in seconds (nan when none)."""
@@ -122,10 +156,10 @@ def run_load(
     ``duration`` seconds passed; nothing runs past ``deadline`` seconds (requests time out)."""
     if duration is None and total is None:
         raise ValueError("give a duration, a total, or both")
-    result = LoadResult(clients)
     tickets = itertools.count()
     lock = threading.Lock()
     started = time.perf_counter()
+    result = LoadResult(clients, started=started, duration=duration)
     hard_stop = started + deadline
 
     def client(index: int) -> None:

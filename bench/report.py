@@ -37,6 +37,17 @@ class LoadRow:
 
 
 @dataclass(frozen=True)
+class Table:
+    """A section's own table, under its heading in ``results.md``."""
+
+    heading: str
+    lines: list[str]
+    # Its rows that missed a target and are not rows of the main table too: the closing note
+    # lists them beside the main table's misses.
+    misses: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class MemoryRow:
     what: str
     per_worker_mb: list[float]
@@ -50,7 +61,7 @@ class Report:
     load: list[LoadRow] = field(default_factory=list)
     memory: list[MemoryRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    tables: list[tuple[str, list[str]]] = field(default_factory=list)  # (heading, Markdown lines)
+    tables: list[Table] = field(default_factory=list)
     started: float = field(default_factory=time.time)
     load_average_start: str = field(default_factory=lambda: _load_average())
 
@@ -106,21 +117,15 @@ class Report:
             ]
             if plot_name:
                 lines += ["", f"![p50 and p95 latency against concurrency]({plot_name})"]
-        for heading, table in self.tables:
-            lines += ["", f"## {heading}", "", *table]
+        for table in self.tables:
+            lines += ["", f"## {table.heading}", "", *table.lines]
         if self.memory:
             lines += ["", "## Memory per worker", "", "| when | RSS per worker (MB) |", "|---|---|"]
             for mr in self.memory:
                 lines.append(f"| {mr.what} | {', '.join(f'{v:.0f}' for v in mr.per_worker_mb)} |")
         lines += ["", "## Closing note", ""]
         misses = self.misses()
-        # The sections' own tables judge rows too (bench/stages.py, bench/concurrency.py).
-        table_misses = [
-            (heading.split(" (")[0], row.strip("|").split("|")[:2])
-            for heading, table in self.tables
-            for row in table
-            if "| **no** |" in row
-        ]
+        table_misses = [(t.heading.split(" (")[0], miss) for t in self.tables for miss in t.misses]
         if misses or table_misses:
             lines.append("Targets missed in this run:")
             for r in misses:
@@ -128,8 +133,8 @@ class Report:
                 lines.append(
                     f"- **{r.what}**: {r.ours}{ratio} against {r.target}. {r.why}".rstrip()
                 )
-            for heading, cells in table_misses:
-                lines.append(f"- **{heading}**: {', '.join(c.strip() for c in cells)} (its table).")
+            for heading, miss in table_misses:
+                lines.append(f"- **{heading}**: {miss} (its table).")
         else:
             lines.append("Every target with a threshold was met in this run.")
         lines += [f"- {note}" for note in self.notes]

@@ -30,7 +30,7 @@ from .inputs import Inputs, make_inputs
 from .load import LoadResult, Upload, percentile, poll, post, run_load
 from .peaks import markdown, measure, peak_inputs
 from .plot import plot_latency
-from .report import LoadRow, MemoryRow, Report, Row
+from .report import LoadRow, MemoryRow, Report, Row, Table
 from .server import Server, machine_busy_seconds, memory_mb, reset_peak, tree_cpu_seconds
 
 log = logging.getLogger("bench")
@@ -377,8 +377,9 @@ class Bench:
         with section("peak RSS per input"), Server("--workers", "1", log_dir=self.work,
                                                     name="peaks") as server:  # fmt: skip
             peaks = measure({"this tree": server}, chosen, rounds=1)
-        self.report.tables.append(("Peak RSS of a worker per input (one request at a time)",
-                                   markdown(peaks)))  # fmt: skip
+        self.report.tables.append(
+            Table("Peak RSS of a worker per input (one request at a time)", markdown(peaks))
+        )
         for peak in peaks:
             self.report.add(
                 Row(
@@ -401,8 +402,9 @@ class Bench:
             clips = stages.librivox_clips(self.work / "clips", self.plan.stage_clips)
             bare = stages.BareTimed(self.defaults)
             results = stages.measure(clips, bare, stages.ServerTimed(server), rounds)
+        # Each clip's verdict is a row of the main table (below), so the closing note has it.
         self.report.tables.append(
-            ("Speech, one request, stage by stage (bench/stages.py)", stages.markdown(results))
+            Table("Speech, one request, stage by stage (bench/stages.py)", stages.markdown(results))
         )
         for r in results:
             self.report.add(
@@ -429,9 +431,9 @@ class Bench:
                 self.work / "scaling", self.plan.scaling_runs, self.plan.scaling_seconds
             )
         self.report.tables.append(
-            ("4 clients against 1, one model per worker against one shared (bench/concurrency.py;"
-             " ratios need two free cores, CPU per request does not)",
-             concurrency.markdown(results, bare))
+            Table("4 clients against 1, one model per worker against one shared"
+                  " (bench/concurrency.py; ratios need two free cores, CPU per request does not)",
+                  concurrency.markdown(results, bare), concurrency.misses(results))
         )  # fmt: skip
 
     def flat(self) -> None:
@@ -446,8 +448,8 @@ class Bench:
                 server.wait_ready(1)
                 peaks = flat.measure(server, inputs)
         self.report.tables.append(
-            ("Peak RSS per server process, long audio and documents (bench/flat.py)",
-             flat.markdown(peaks))
+            Table("Peak RSS per server process, long audio and documents (bench/flat.py)",
+                  flat.markdown(peaks))
         )  # fmt: skip
         worst = max(peaks, key=lambda p: p.highest)
         self.report.add(
