@@ -62,6 +62,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import NamedTuple, TypeVar
 
 from .load import Upload, run_load
 from .server import Server, group_status_sums, tree_cpu_seconds
@@ -76,6 +77,8 @@ SPEECH = "speech: 11 s LibriVox"
 OCR = "OCR: half A4, 150 dpi"
 SPEECH_TARGET = 1.8  # issue 19: 4 clients >= 1.8x one client on 2 cores
 OCR_TARGET = 1.9
+
+P = TypeVar("P")
 
 
 @dataclass
@@ -138,14 +141,22 @@ def group_peak(group: int) -> Iterator[list[float]]:
         thread.join()
 
 
-def abba(phase: Callable[[int], float], many: int) -> tuple[float, float]:
-    """One round of phases of 1, ``many``, ``many`` and 1 at once, all of one length; ``phase``
-    runs one and answers its requests per second. The rate of 1 and of ``many``, each the mean
-    of its two phases: a drift of the host that is steady within the round cancels out."""
-    rates: dict[int, list[float]] = {1: [], many: []}
+def abba(phase: Callable[[int], P], many: int) -> dict[int, list[P]]:
+    """One round of phases of 1, ``many``, ``many`` and 1 at once, all of one length: what
+    ``phase`` answered for each, by count. Averaged over its two phases, a count's figure
+    cancels a drift of the host that is steady within the round."""
+    phases: dict[int, list[P]] = {1: [], many: []}
     for at_once in (1, many, many, 1):
-        rates[at_once].append(phase(at_once))
-    return statistics.fmean(rates[1]), statistics.fmean(rates[many])
+        phases[at_once].append(phase(at_once))
+    return phases
+
+
+class Phase(NamedTuple):
+    """One phase of clients on the server: its steady rate, the workers' CPU s, requests done."""
+
+    rate: float
+    cpu: float
+    done: int
 
 
 def scaling(
@@ -156,34 +167,33 @@ def scaling(
     group = server.process.pid
     result = Scaling(layout, kind)
     run_load(server.host, server.port, [upload], 4, total=4, deadline=300)  # warm every worker
-    cpu = {1: 0.0, 4: 0.0}  # by number of clients, over a round's two phases: worker CPU s
-    done = {1: 0, 4: 0}  # and requests answered
 
-    def phase(clients: int) -> float:
+    def phase(clients: int) -> Phase:
         workers = server.worker_pids()
         before = sum(tree_cpu_seconds(pid) for pid in workers)
         with group_peak(group) as peak:
             load = run_load(
                 server.host, server.port, [upload], clients, duration=seconds, deadline=600
             )
-        cpu[clients] += sum(tree_cpu_seconds(pid) for pid in workers) - before
-        done[clients] += len(load.ok)
+        cpu = sum(tree_cpu_seconds(pid) for pid in workers) - before
         result.failed += load.failed
         if clients == 4:
             result.peak_mb = max(result.peak_mb, peak[0])
-        return load.steady_per_second()
+        return Phase(load.steady_per_second(), cpu, len(load.ok))
 
     for round_ in range(runs):
-        cpu.update({1: 0.0, 4: 0.0})
-        done.update({1: 0, 4: 0})
-        one, four = abba(phase, 4)
-        result.one.append(one)
-        result.many.append(four)
-        result.cpu_one.append(cpu[1] / max(done[1], 1))
-        result.cpu_four.append(cpu[4] / max(done[4], 1))
+        phases = abba(phase, 4)
+        result.one.append(statistics.fmean(p.rate for p in phases[1]))
+        result.many.append(statistics.fmean(p.rate for p in phases[4]))
+        result.cpu_one.append(_cpu_per_request(phases[1]))
+        result.cpu_four.append(_cpu_per_request(phases[4]))
         result.loads.append(os.getloadavg()[0])
         log.info("  %s, %s, round %d: %.2fx", layout, kind, round_ + 1, result.ratios()[-1])
     return result
+
+
+def _cpu_per_request(phases: list[Phase]) -> float:
+    return sum(p.cpu for p in phases) / max(sum(p.done for p in phases), 1)
 
 
 def _bare_engine(kind: str, path: str, conn: Connection) -> None:
@@ -231,9 +241,9 @@ def bare_scaling(kind: str, label: str, path: Path, runs: int, seconds: float) -
         for parent, _child in pipes:
             parent.recv()  # loaded and warm
         for round_ in range(runs):
-            one, two = abba(phase, 2)
-            result.one.append(one)
-            result.many.append(two)
+            rates = abba(phase, 2)
+            result.one.append(statistics.fmean(rates[1]))
+            result.many.append(statistics.fmean(rates[2]))
             result.loads.append(os.getloadavg()[0])
             log.info("  bare %s, round %d: %.2fx", kind, round_ + 1, result.ratios()[-1])
     finally:
