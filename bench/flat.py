@@ -13,7 +13,12 @@ the model runs on only a few windows (its peak is that of any 30 s window, measu
 by ``bench.peaks``). Documents: 1, 10 and 100 A4 pages of dense 8.6 pt text at 300 dpi, as a PDF
 (scanned pages) and as a multi-page TIFF.
 
-``python -m bench.flat [--quick] [--only audio|documents]``; ``make bench`` includes it.
+Large pages (``--only pages``): single pages of up to the 80 million pixels
+``EXTRACTOR_MAX_PAGE_PIXELS`` lets through (20 million in colour outside a JPEG, 40 million
+bilevel), an A1 PDF page at 300 dpi and 600 dpi A4 scans, which Tesseract reads scaled to
+``EXTRACTOR_OCR_MAX_PIXELS`` (README, "Speed and memory").
+
+``python -m bench.flat [--quick] [--only audio|documents|pages]``; ``make bench`` includes it.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import TiffImagePlugin
+from PIL import Image, TiffImagePlugin
 
 from extractor import samples
 
@@ -154,6 +159,46 @@ def document_inputs(folder: Path, pages: tuple[int, ...]) -> list[FlatInput]:
     return inputs
 
 
+def _lines_page(size: tuple[int, int], mode: str = "L") -> Image.Image:
+    """A page of ``size`` with 24 lines of text in proportion to it (about 10 pt on the page
+    as printed), so that it still reads once scaled to ``EXTRACTOR_OCR_MAX_PIXELS``."""
+    page = samples.text_page(
+        samples.a4_page_lines(24, 12), size=size, font_size=size[0] // 70,
+        margin=size[0] // 20, line_gap=1.6,
+    ).image  # fmt: skip
+    return page.convert(mode) if mode != "L" else page
+
+
+def page_inputs(folder: Path, match: str = "") -> list[FlatInput]:
+    """Single large pages, each as large as its kind is accepted (``EXTRACTOR_MAX_PAGE_PIXELS``
+    counts a pixel as the bytes it takes decoded), and the PDF and TIFF pages of large scans."""
+    made: list[tuple[str, str, Image.Image, dict[str, object]]] = [
+        ("JPEG, colour photo, 80 million pixels", "photo.jpg", _lines_page((8900, 8980), "RGB"),
+         {"format": "JPEG", "quality": 85}),
+        ("PNG, grey, 80 million pixels", "grey.png", _lines_page((8900, 8980)),
+         {"format": "PNG"}),
+        ("PNG, colour, 20 million pixels", "colour.png", _lines_page((4400, 4540), "RGB"),
+         {"format": "PNG"}),
+        ("TIFF, colour, 20 million pixels", "colour.tiff", _lines_page((4400, 4540), "RGB"),
+         {"format": "TIFF", "compression": "tiff_lzw"}),
+        ("TIFF, bilevel (G4), 40 million pixels", "fax.tiff", _lines_page((6300, 6340), "1"),
+         {"format": "TIFF", "compression": "group4"}),
+        ("PDF, one A1 page (70 million pixels at 300 dpi)", "a1.pdf", _lines_page((3508, 4967)),
+         {"format": "PDF", "resolution": 150}),
+    ]  # fmt: skip
+    inputs = []
+    for what, name, image, options in made:
+        if match in what:
+            image.save(folder / name, **options)  # type: ignore[arg-type]
+            inputs.append(FlatInput(what, folder / name, 1))
+    if match in "TIFF, 3 A4 pages at 600 dpi (35 million pixels each)":
+        path = folder / "a4-600dpi.tiff"
+        first, *rest = [_lines_page((4961, 7016)) for _ in range(3)]
+        first.save(path, format="TIFF", save_all=True, append_images=rest, compression="tiff_lzw")
+        inputs.append(FlatInput("TIFF, 3 A4 pages at 600 dpi (35 million pixels each)", path, 3))
+    return inputs
+
+
 @contextlib.contextmanager
 def largest_child(pid: int) -> Iterator[list[float]]:
     """The highest VmHWM of any one child of ``pid`` seen until the block ends, in MB.
@@ -248,13 +293,15 @@ def make_inputs(
     if only in (None, "documents"):
         documents = document_inputs(folder, (1,) if quick else PAGES)
         inputs += [i for i in documents if match in i.what]
+    if only in (None, "pages"):
+        inputs += page_inputs(folder, match)
     return inputs
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.flat", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="1 minute or page only")
-    parser.add_argument("--only", choices=("audio", "documents"), default=None)
+    parser.add_argument("--only", choices=("audio", "documents", "pages"), default=None)
     parser.add_argument("--match", default="", help="only inputs whose description has this")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")

@@ -232,7 +232,7 @@ def test_the_renderer_imports_only_what_it_needs(text_pdf: Path, tmp_path: Path)
     env = {**os.environ, "PYTHONPATH": str(Path(images.__file__).parents[2])}
     run = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "extractor.media.pdfrender", str(text_pdf), "150",
-         "5", "0", str(tmp_path), "1024"],
+         "5", "0", str(tmp_path), "1024", "0"],
         input=b'{"render": 0}\n', capture_output=True, timeout=60, env=env,
     )  # fmt: skip
     answers = [json.loads(line) for line in run.stdout.splitlines()]
@@ -326,7 +326,8 @@ def test_a_hung_renderer_does_not_block_another_documents_pages(
     ids=["bitmap", "embedded-image"],
 )
 def test_a_page_past_the_memory_cap_is_a_413(make_app: Callable[..., Flask], data: bytes) -> None:
-    client = make_app(pdf_render_memory_mb=64).test_client()
+    # Pages drawn at their own size (by default the bitmap is at most EXTRACTOR_OCR_MAX_PIXELS).
+    client = make_app(pdf_render_memory_mb=64, ocr_max_pixels=0).test_client()
     reply = post_file(client, data, "big.pdf")
     assert reply.status_code == 413, reply.get_json()
     assert reply.get_json()["error"]["message"].startswith(

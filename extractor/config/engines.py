@@ -59,6 +59,16 @@ class EngineSettings(SettingsBase):
         " memory is its own process's, for ~0.06 s of model loading per page (0: all of them).",
         at_least=0,
     )
+    ocr_max_pixels: int = setting(
+        12_000_000,
+        "pixels",
+        "Pages with more pixels are read scaled down to this many (in grey), their boxes"
+        " still in the upload's pixels: Tesseract holds ~4 bytes per pixel of a page it reads"
+        " (~9 in colour), so this bounds a worker's memory on large scans and photos"
+        " (bench/memory.md). 12 million reads an A3 page at ~250 dpi; 0: every page at its"
+        " own size.",
+        at_least=0,
+    )
     pdf_dpi: int = setting(
         300, "dpi", "Resolution PDF pages are rendered at before OCR, in dpi.", at_least=1
     )

@@ -171,6 +171,16 @@ class Settings(JobSettings, EngineSettings):
     max_pages: int = setting(
         100, "pages", "Most pages (PDF pages, TIFF frames) in one document (413).", at_least=1
     )
+    max_page_pixels: int = setting(
+        80_000_000,
+        "pixels",
+        "Most pixels one page may have (an image, a TIFF frame, a PDF page at"
+        " EXTRACTOR_PDF_DPI) (413). A page other than a JPEG is decoded whole before it is"
+        " scaled to EXTRACTOR_OCR_MAX_PIXELS, so its pixels count as the bytes each takes:"
+        " twice bilevel or palette, 4 times in colour (a colour PNG or TIFF of 20 million);"
+        " the default keeps a worker under 300 MB (bench/memory.md).",
+        at_least=1,
+    )
     max_audio_seconds: float = setting(
         3 * 3600.0, "seconds", "Longest accepted audio, in seconds (413).", above=0
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import struct
 import warnings
 from collections.abc import Iterator
@@ -36,6 +37,14 @@ class PageImage:
     width: int
     height: int
     derived: bool = False  # a file made for Tesseract (not the upload): delete once read
+    # The page's size in the upload's pixels when ``path`` holds it scaled down (past
+    # EXTRACTOR_OCR_MAX_PIXELS): the boxes Tesseract finds are scaled back to it.
+    upload_size: tuple[int, int] | None = None
+
+    @property
+    def shown_size(self) -> tuple[int, int]:
+        """The page's size in the upload's pixels (what its boxes are given in)."""
+        return self.upload_size or (self.width, self.height)
 
 
 @contextmanager
@@ -60,8 +69,9 @@ def _pillow_errors(what: str) -> Iterator[None]:
 warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
 
 
-def check_pixels(width: float, height: float, what: str) -> None:
-    """Refuse (413) a page past ``Image.MAX_IMAGE_PIXELS`` before it is decoded or rendered.
+def check_pixels(width: float, height: float, what: str, weight: int = 1) -> None:
+    """Refuse (413) a page past ``Image.MAX_IMAGE_PIXELS`` (``EXTRACTOR_MAX_PAGE_PIXELS``)
+    before it is decoded or rendered, each pixel counting ``weight`` times (``weight``).
 
     Pillow itself only warns between that limit and twice it, and turning its warning into an
     error takes ``warnings.catch_warnings``, which swaps process-wide state and is not safe
@@ -69,43 +79,107 @@ def check_pixels(width: float, height: float, what: str) -> None:
     also covers every TIFF frame (Pillow checks only the first) and rendered PDF pages.
     """
     limit = Image.MAX_IMAGE_PIXELS
-    if limit and width * height > limit:
+    if limit and width * height * weight > limit:
+        counted = f", which count {weight} times (decoded whole in {weight} bytes each)"
         raise PayloadTooLarge(
-            f"{what} has {width * height:.0f} pixels; the limit is {limit} (too many to decode"
-            " safely)"
+            f"{what} has {width * height:.0f} pixels{counted if weight > 1 else ''}; the limit"
+            f" is {limit} (too many to decode safely: EXTRACTOR_MAX_PAGE_PIXELS)"
         )
 
 
-def image_pages(path: Path, workdir: Path, max_pages: int) -> list[PageImage]:
+def weight(image: Image.Image) -> int:
+    """How many times each pixel of ``image`` counts against the pixel limit: the bytes a
+    pixel takes decoded. A JPEG is decoded in grey, and scaled down by libjpeg when larger
+    than Tesseract is given (``_scaled``); other formats are decoded whole in their own mode
+    (Pillow: 1 byte a pixel grey, bilevel or palette, 4 colour), then made grey."""
+    if image.format == "JPEG" or image.mode == "L":
+        return 1
+    return 2 if image.mode in ("1", "P") else 4
+
+
+def image_pages(path: Path, workdir: Path, max_pages: int, ocr_pixels: int = 0) -> list[PageImage]:
     """Split an image into pages (every TIFF frame is one), re-encoding only what Tesseract
-    cannot read as it is (GIF, WebP, rotated JPEGs, unusual modes)."""
+    cannot read as it is (GIF, WebP, rotated JPEGs, unusual modes), and scaling down to
+    ``ocr_pixels`` a page with more (0: never; see ``_scaled``)."""
     with _pillow_errors("the image"), Image.open(path) as image:
-        check_pixels(image.width, image.height, "the image")
+        check_pixels(image.width, image.height, "the image", weight(image))
         frames = getattr(image, "n_frames", 1) if image.format == "TIFF" else 1
         if frames > max_pages:
             raise TooManyPages(f"the image has {frames} pages; the limit is {max_pages}")
-        rotated = image.format == "JPEG" and image.getexif().get(0x0112, 1) != 1
+        orientation = image.getexif().get(0x0112, 1) if image.format == "JPEG" else 1
+        rotated = orientation != 1
         if (
             frames == 1
             and image.format in TESSERACT_NATIVE
             and image.mode in TESSERACT_NATIVE_MODES
             and not rotated
+            and not _over(image.size, ocr_pixels)
         ):
             image.load()  # decode fully once: a truncated file is a 415 here, not in Tesseract
             return [PageImage(0, path, image.width, image.height)]
         pages = []
         for index in range(frames):
             image.seek(index)
-            check_pixels(image.width, image.height, f"page {index + 1} of the image")
+            what = f"page {index + 1} of the image"
+            check_pixels(image.width, image.height, what, weight(image))
+            upload = image.size[::-1] if orientation in (5, 6, 7, 8) else image.size
+            scale = _over(upload, ocr_pixels)
+            if scale:  # a JPEG is decoded in grey at 1/2-1/8 by libjpeg: never whole
+                image.draft("L", _fit(image.size, ocr_pixels))
             frame = ImageOps.exif_transpose(image) if rotated else image
-            pages.append(_save_for_tesseract(frame, workdir / f"page-{index}.pnm", index))
+            if scale:
+                frame = _scaled(frame, _fit(upload, ocr_pixels))
+            target = workdir / f"page-{index}.pnm"
+            pages.append(_save_for_tesseract(frame, target, index, upload))
         return pages
 
 
-def _save_for_tesseract(image: Image.Image, target: Path, index: int) -> PageImage:
-    if image.mode not in ("1", "L", "RGB"):
-        image = image.convert("RGBA").convert("RGB") if "A" in image.mode else image.convert("RGB")
+def _over(size: tuple[int, int], pixels: int) -> bool:
+    return bool(pixels) and size[0] * size[1] > pixels
+
+
+def _fit(size: tuple[int, int], pixels: int) -> tuple[int, int]:
+    """``size`` scaled down, its sides in proportion, to at most ``pixels`` pixels."""
+    factor = math.sqrt(pixels / (size[0] * size[1]))
+    return max(1, int(size[0] * factor)), max(1, int(size[1] * factor))
+
+
+def _scaled(image: Image.Image, size: tuple[int, int]) -> Image.Image:
+    """``image`` in grey resized to ``size`` (Lanczos, after an integer box reduction): grey
+    first, which also holds fewer bytes while resizing, and Tesseract reads a grey page in
+    less than half the memory of a colour one.
+
+    Tesseract holds ~4 bytes per pixel of a grey page while it reads it and ~9 of a colour
+    one (the page, its grey copy, thresholds: a 70-megapixel colour PNG took a worker from
+    142 to 798 MB, bench/memory.md), so the pixels it is given bound a worker's peak whatever
+    the upload's size (``EXTRACTOR_OCR_MAX_PIXELS``; PDF pages: ``media.pdfrender``)."""
+    return grey(image).resize(size, Image.Resampling.LANCZOS, reducing_gap=2.0)
+
+
+def grey(image: Image.Image) -> Image.Image:
+    """``image`` in grey, transparency flattened onto white first."""
+    if image.mode == "L":
+        return image
+    if "A" in image.mode or image.mode in ("P", "PA"):
+        rgba = image.convert("RGBA")
+        flat = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        flat.alpha_composite(rgba)
+        return flat.convert("L")
+    return image.convert("L")
+
+
+def _tesseract_mode(image: Image.Image) -> Image.Image:
+    if image.mode in ("1", "L", "RGB"):
+        return image
+    return image.convert("RGBA").convert("RGB") if "A" in image.mode else image.convert("RGB")
+
+
+def _save_for_tesseract(
+    image: Image.Image, target: Path, index: int, upload: tuple[int, int] | None = None
+) -> PageImage:
+    image = _tesseract_mode(image)
     # Netpbm (PGM/PPM): written in ~5 ms where even the fastest PNG takes ~90 ms for a 300 dpi
     # page, and Tesseract reads it as fast; the file is removed as soon as its page is read.
     image.save(target, format="PPM")
-    return PageImage(index, target, image.width, image.height, derived=True)
+    scaled = upload if upload and upload != image.size else None
+    return PageImage(index, target, image.width, image.height, derived=True, upload_size=scaled)

@@ -50,7 +50,7 @@ class PdfPages:
     def __init__(
         self, path: Path, workdir: Path, dpi: int, max_pages: int, *,
         page_timeout: float | None = None, deadline: float | None = None,
-        memory_mb: int = 1024,
+        memory_mb: int = 1024, fit_pixels: int = 0,
     ) -> None:  # fmt: skip
         self._workdir, self._page_timeout, self._memory_mb = workdir, page_timeout, memory_mb
         self._lock = threading.Lock()  # one request to the renderer at a time
@@ -64,7 +64,7 @@ class PdfPages:
         self._stderr = tempfile.TemporaryFile(dir=workdir)  # noqa: SIM115
         command = [
             sys.executable, "-m", "extractor.media.pdfrender", str(path), str(dpi), str(max_pages),
-            str(Image.MAX_IMAGE_PIXELS or 0), str(workdir), str(memory_mb),
+            str(Image.MAX_IMAGE_PIXELS or 0), str(workdir), str(memory_mb), str(fit_pixels),
         ]  # fmt: skip
         try:
             self._process = subprocess.Popen(
@@ -98,9 +98,11 @@ class PdfPages:
                 pass
             reply = self._answer(self._stop(deadline), what, index)
             self._rendered += 1
+            drawn = int(reply["width"]), int(reply["height"])
+            size = int(reply["page_width"]), int(reply["page_height"])
             return PageImage(
-                index, Path(reply["path"]), int(reply["width"]), int(reply["height"]),
-                derived=True,
+                index, Path(reply["path"]), *drawn, derived=True,
+                upload_size=size if size != drawn else None,
             )  # fmt: skip
         finally:
             self._lock.release()

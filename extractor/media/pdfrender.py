@@ -4,14 +4,16 @@
 so that PDFium's memory (the decoded scans, the page bitmap) lives and dies in this process,
 not in the worker, and a page that hangs or crashes PDFium takes only this process with it.
 
-    python -m extractor.media.pdfrender PDF DPI MAX_PAGES MAX_PIXELS OUTDIR MEMORY_MB
+    python -m extractor.media.pdfrender PDF DPI MAX_PAGES MAX_PIXELS OUTDIR MEMORY_MB FIT_PIXELS
 
 One JSON object per line on stdout. The first answers the opening: ``{"pages": N}`` or an
 error. Then each request line ``{"render": i}`` on stdin is answered with
-``{"page": i, "path": ..., "width": W, "height": H}`` once page ``i`` (0-based) is written
-as a binary PGM into OUTDIR, or with an error. Errors are
-``{"error": KIND, "message": ...}``, KIND one of ``unsupported``, ``too_large``,
-``too_many_pages``. EOF on stdin ends the process.
+``{"page": i, "path": ..., "width": W, "height": H, "page_width": PW, "page_height": PH}``
+once page ``i`` (0-based) is written as a binary PGM into OUTDIR, or with an error: PW x PH
+is the page's size at DPI, W x H what was drawn, the same unless the page has more than
+FIT_PIXELS pixels (EXTRACTOR_OCR_MAX_PIXELS; 0: no such limit), when it is drawn scaled down
+to that many, never allocated whole. Errors are ``{"error": KIND, "message": ...}``, KIND
+one of ``unsupported``, ``too_large``, ``too_many_pages``. EOF on stdin ends the process.
 
 Imports stay few on purpose (json, os, sys, resource, pypdfium2; never numpy, Pillow or the
 rest of the extractor): the process starts for every PDF, and its start-up time and memory
@@ -28,7 +30,7 @@ import os
 import sys
 from typing import Any, BinaryIO
 
-USAGE = "usage: python -m extractor.media.pdfrender PDF DPI MAX_PAGES MAX_PIXELS OUTDIR MEMORY_MB"
+USAGE = "usage: python -m extractor.media.pdfrender PDF DPI MAX_PAGES MAX_PIXELS OUTDIR MEMORY_MB FIT_PIXELS"
 WRITE_BUFFER = 1 << 20  # bytes: rows of a bitmap with padded stride are written through this
 
 
@@ -86,12 +88,14 @@ class Renderer:
     """One open document and the settings every page is rendered with."""
 
     def __init__(
-        self, path: str, dpi: int, max_pages: int, max_pixels: int, outdir: str, memory_mb: int
-    ) -> None:
+        self, path: str, dpi: int, max_pages: int, max_pixels: int, outdir: str, memory_mb: int,
+        fit_pixels: int = 0,
+    ) -> None:  # fmt: skip
         import pypdfium2 as pdfium
 
         self.scale = dpi / 72  # PDF user space is 72 units per inch
         self.max_pixels, self.outdir, self.memory_mb = max_pixels, outdir, memory_mb
+        self.fit_pixels = fit_pixels
         try:
             self.pdf = pdfium.PdfDocument(path)
         except pdfium.PdfiumError as exc:
@@ -133,23 +137,30 @@ class Renderer:
                 raise Refused("unsupported", f"{what} has no usable size") from exc
             if min(size) < 1:
                 raise Refused("unsupported", f"{what} has no usable size ({width} x {height})")
+            drawn = size
+            if self.fit_pixels and size[0] * size[1] > self.fit_pixels:
+                factor = math.sqrt(self.fit_pixels / (size[0] * size[1]))
+                drawn = max(1, int(size[0] * factor)), max(1, int(size[1] * factor))
             # PDFium skips an embedded image it cannot allocate without a word, leaving a blank
             # where the text was: refuse the page when its largest image cannot fit instead.
             if self.memory_mb > 0:
-                room = self.memory_mb * 1024 * 1024 - address_space() - size[0] * size[1]
+                room = self.memory_mb * 1024 * 1024 - address_space() - drawn[0] * drawn[1]
                 if largest_image(page.raw, pdfium_c) > room:
                     raise Refused("too_large", memory_message(index, self.memory_mb))
-            bitmap = pdfium_c.FPDFBitmap_CreateEx(*size, pdfium_c.FPDFBitmap_Gray, None, 0)
+            bitmap = pdfium_c.FPDFBitmap_CreateEx(*drawn, pdfium_c.FPDFBitmap_Gray, None, 0)
             if not bitmap:  # PDFium could not allocate it: under our address-space cap
                 raise Refused("too_large", memory_message(index, self.memory_mb))
-            pdfium_c.FPDFBitmap_FillRect(bitmap, 0, 0, *size, 0xFFFFFFFF)  # white
+            pdfium_c.FPDFBitmap_FillRect(bitmap, 0, 0, *drawn, 0xFFFFFFFF)  # white
             # The flags of pypdfium2's render(grayscale=True), which the in-process renderer
             # before this one used: the same pixels for Tesseract, so the same text.
             flags = pdfium_c.FPDF_GRAYSCALE | pdfium_c.FPDF_ANNOT
-            pdfium_c.FPDF_RenderPageBitmap(bitmap, page.raw, 0, 0, *size, 0, flags)
+            pdfium_c.FPDF_RenderPageBitmap(bitmap, page.raw, 0, 0, *drawn, 0, flags)
             target = os.path.join(self.outdir, f"page-{index}.pgm")
-            write_pgm(target, bitmap, *size)
-            return {"page": index, "path": target, "width": size[0], "height": size[1]}
+            write_pgm(target, bitmap, *drawn)
+            return {
+                "page": index, "path": target, "width": drawn[0], "height": drawn[1],
+                "page_width": size[0], "page_height": size[1],
+            }  # fmt: skip
         finally:
             if bitmap:
                 pdfium_c.FPDFBitmap_Destroy(bitmap)
@@ -215,17 +226,22 @@ def write_pgm(target: str, bitmap: Any, width: int, height: int) -> None:
                 out.write(pixels[row * stride : row * stride + width])
 
 
-def parse(argv: list[str]) -> tuple[str, int, int, int, str, int]:
-    if len(argv) != 6:
+def parse(argv: list[str]) -> tuple[str, int, int, int, str, int, int]:
+    if len(argv) != 7:
         raise SystemExit(USAGE)
-    path, dpi, max_pages, max_pixels, outdir, memory_mb = argv
+    path, dpi, max_pages, max_pixels, outdir, memory_mb, fit_pixels = argv
     try:
-        return path, int(dpi), int(max_pages), int(max_pixels), outdir, int(memory_mb)
+        return (
+            path, int(dpi), int(max_pages), int(max_pixels), outdir, int(memory_mb),
+            int(fit_pixels),
+        )  # fmt: skip
     except ValueError:
         raise SystemExit(USAGE) from None
 
 
-def serve(args: tuple[str, int, int, int, str, int], requests: BinaryIO, out: BinaryIO) -> None:
+def serve(
+    args: tuple[str, int, int, int, str, int, int], requests: BinaryIO, out: BinaryIO
+) -> None:
     """Open the document, then answer render requests until EOF."""
     memory_mb = args[5]
     try:

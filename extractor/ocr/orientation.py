@@ -38,7 +38,7 @@ from PIL import Image
 
 from extractor.errors import EngineTimeout
 from extractor.heap import trim_heap
-from extractor.media.images import PageImage
+from extractor.media.images import PageImage, grey
 from extractor.ocr.command import (
     TesseractFailed,
     TesseractMissing,
@@ -214,9 +214,9 @@ def ink_angle(page: PageImage) -> float | None:
             image.seek(page.index)
         # JPEG: decode a quarter (never asking for 0 pixels: Pillow divides by the size).
         image.draft("L", (max(1, image.width // 4), max(1, image.height // 4)))
-        grey = image if image.mode == "L" else _grey(image)
-        factor = max(1, round(max(grey.size) / PROFILE_SIDE))
-        pixels = np.asarray(grey.reduce(factor) if factor > 1 else grey)
+        shade = grey(image)
+        factor = max(1, round(max(shade.size) / PROFILE_SIDE))
+        pixels = np.asarray(shade.reduce(factor) if factor > 1 else shade)
     ys, xs = np.nonzero(pixels < 128)
     if len(xs) < 100:
         return None
@@ -361,7 +361,7 @@ def read_turned(read: Reader, page: PageImage, turn: Turn) -> Reading:
     with Image.open(page.path) as image:
         if getattr(image, "n_frames", 1) > 1:
             image.seek(page.index)
-        upright = turn.apply(image if image.mode in ("1", "L") else _grey(image))
+        upright = turn.apply(image if image.mode in ("1", "L") else grey(image))
     try:
         upright.save(target, format="PPM")
         size = upright.size
@@ -384,11 +384,22 @@ def _boxes_to_upload(
     return replace(line, words=words)
 
 
-def _grey(image: Image.Image) -> Image.Image:
-    """``image`` in grey, transparency flattened onto white first."""
-    if "A" in image.mode or image.mode in ("P", "PA"):
-        rgba = image.convert("RGBA")
-        flat = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        flat.alpha_composite(rgba)
-        return flat.convert("L")
-    return image.convert("L")
+def in_upload_pixels(lines: list[Line], page: PageImage) -> list[Line]:
+    """``lines`` read on ``page``, their boxes in the upload's pixels (``page`` scaled down:
+    ``media.images.fitted``)."""
+    if page.upload_size is None:
+        return lines
+    width, height = page.upload_size
+    across, down = width / page.width, height / page.height
+
+    def box(b: BoundingBox) -> BoundingBox:
+        return BoundingBox(
+            left=int(b.left * across), top=int(b.top * down),
+            right=min(math.ceil(b.right * across), width),
+            bottom=min(math.ceil(b.bottom * down), height),
+        )  # fmt: skip
+
+    return [
+        replace(line, words=tuple(replace(w, box=box(w.box)) if w.box else w for w in line.words))
+        for line in lines
+    ]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import cast
 
 import numpy as np
+from PIL import Image
 
 from extractor import metrics
 from extractor.asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
@@ -31,7 +32,7 @@ from extractor.media.images import PageImage, image_pages
 from extractor.media.pdf import PdfPages
 from extractor.media.sniff import MediaKind, Sniffed
 from extractor.media.spooled import decode_spooled
-from extractor.ocr.orientation import Reading, read_upright
+from extractor.ocr.orientation import Reading, in_upload_pixels, read_upright
 from extractor.ocr.tesseract import OcrOptions, TesseractEngine
 from extractor.pipeline.gate import EngineGate, PagesAhead, in_page_order
 from extractor.pipeline.progress import Progress, ReportingEngine, no_progress, shifted
@@ -85,6 +86,9 @@ class Extractor:
             settings.asr_threads, settings.speakers_merge_similarity, settings.speakers_min_speech
         )
         self._ocr_status: dict[str, object] | None = None
+        # The one pixel limit media.images and the PDF renderer count pages against (and
+        # Pillow's own decompression-bomb guard, which refuses at twice it): process-wide.
+        Image.MAX_IMAGE_PIXELS = settings.max_page_pixels
 
     def load(self) -> None:
         """Load and warm everything; gunicorn calls this in each worker right after the fork."""
@@ -112,20 +116,12 @@ class Extractor:
         }
 
     def extract(
-        self,
-        path: Path,
-        name: str,
-        sniffed: Sniffed,
-        workdir: Path,
-        options: ExtractionRequest | None = None,
-        timings: Timings | None = None,
-        *,
-        progress: Progress | None = None,
-        timeout: float | None = None,
-        gated: bool = True,
+        self, path: Path, name: str, sniffed: Sniffed, workdir: Path,
+        options: ExtractionRequest | None = None, timings: Timings | None = None, *,
+        progress: Progress | None = None, timeout: float | None = None, gated: bool = True,
         cancel: threading.Event | None = None,
         on_segment: Callable[[TranscriptSegment], None] | None = None,
-    ) -> Document:
+    ) -> Document:  # fmt: skip
         """Turn the file at ``path`` into a Document within the request timeout.
 
         An asynchronous job passes ``progress`` (told the pages or seconds of audio done of
@@ -177,6 +173,7 @@ class Extractor:
                     path, workdir, self.settings.pdf_dpi, max_pages,
                     page_timeout=self.settings.pdf_page_timeout, deadline=deadline,
                     memory_mb=self.settings.pdf_render_memory_mb,
+                    fit_pixels=self.settings.ocr_max_pixels,
                 )  # fmt: skip
             try:
                 # The renderer works ahead of the readers: a page is rendered while the ones
@@ -194,7 +191,7 @@ class Extractor:
                 pdf.close()
         else:
             with timings.stage("decode"):
-                images = image_pages(path, workdir, max_pages)
+                images = image_pages(path, workdir, max_pages, self.settings.ocr_max_pixels)
             document = self._assemble(
                 name, len(images), workdir,
                 self._ocr_pages(
@@ -293,8 +290,11 @@ class Extractor:
             if image.derived:  # a 300 dpi page is ~9 MB: don't keep a long PDF's pages on disk
                 image.path.unlink(missing_ok=True)
         turn = reading.turn
-        return Page(image.index, image.width, image.height, 90 * turn.quarter, turn.skew), (
-            reading.lines
+        # A page past EXTRACTOR_OCR_MAX_PIXELS was decoded or drawn scaled down: its size and
+        # boxes in the upload's pixels (media.images, media.pdfrender).
+        width, height = image.shown_size
+        return Page(image.index, width, height, 90 * turn.quarter, turn.skew), (
+            in_upload_pixels(reading.lines, image)
         )
 
     # -- audio ----------------------------------------------------------------------------

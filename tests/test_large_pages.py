@@ -1,0 +1,129 @@
+"""Pages larger than Tesseract is given (EXTRACTOR_OCR_MAX_PIXELS) are read scaled down, their
+boxes still on their words in the upload's pixels; pages past EXTRACTOR_MAX_PAGE_PIXELS (colour
+pages other than JPEGs counting 4 bytes a pixel) are refused before they are decoded. Real
+Tesseract and PDFium, on small limits so that ordinary pages are "large"."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from flask import Flask
+from PIL import Image
+from support import PAGE_ONE, post_file
+from test_ocr import assert_boxes_where_drawn
+
+from extractor import samples
+from extractor.media.images import image_pages
+
+SMALL = 1_000_000  # pixels Tesseract is given here: page_one (1240 x 1754) is 2.2 million
+
+
+def encoded(image: Image.Image, fmt: str, **options: Any) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format=fmt, **options)
+    return out.getvalue()
+
+
+def read(make_app: Callable[..., Flask], data: bytes, name: str, **settings: Any) -> Any:
+    reply = post_file(make_app(**settings).test_client(), data, name)
+    assert reply.status_code == 200, reply.get_data(as_text=True)
+    return reply.get_json()
+
+
+@pytest.mark.parametrize(
+    ("name", "encode"),
+    [
+        ("photo.jpg", lambda image: encoded(image.convert("RGB"), "JPEG", quality=90)),
+        ("scan.png", lambda image: encoded(image, "PNG")),
+        ("colour.png", lambda image: encoded(image.convert("RGB"), "PNG")),
+        ("fax.tiff", lambda image: encoded(image.convert("1"), "TIFF", compression="group4")),
+        ("scan.pdf", lambda image: encoded(image, "PDF", resolution=150)),
+    ],
+)
+def test_a_page_past_the_ocr_pixels_is_read_scaled_with_boxes_in_upload_pixels(
+    make_app: Callable[..., Flask], page_one: samples.TextPage, validator: Any, name: str,
+    encode: Callable[[Image.Image], bytes],
+) -> None:  # fmt: skip
+    body = read(make_app, encode(page_one.image), name, ocr_max_pixels=SMALL, pdf_dpi=150)
+    validator.validate(body)
+    assert [c["content"] for c in body["cells"]] == PAGE_ONE
+    [page] = body["pages"]  # a PDF page's pixels are its size at 150 dpi, rounded up
+    assert abs(page["pageWidth"] - 1240) <= 1 and abs(page["pageHeight"] - 1754) <= 1
+    assert_boxes_where_drawn(body, page_one.words)
+
+
+def test_a_sideways_photo_past_the_ocr_pixels_keeps_its_upright_size(
+    make_app: Callable[..., Flask], page_one: samples.TextPage
+) -> None:
+    """A JPEG whose EXIF says "turn me 90°" is scaled after it is turned: its size and boxes
+    are those of the page as a viewer shows it."""
+    stored = page_one.image.convert("RGB").transpose(Image.Transpose.ROTATE_90)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # shown turned 90° clockwise: upright again
+    body = read(make_app, encoded(stored, "JPEG", exif=exif), "phone.jpg", ocr_max_pixels=SMALL)
+    assert [c["content"] for c in body["cells"]] == PAGE_ONE
+    assert body["pages"] == [{"pageIndex": 0, "pageWidth": 1240, "pageHeight": 1754}]
+    assert_boxes_where_drawn(body, page_one.words)
+
+
+def test_every_frame_of_a_large_tiff_is_scaled_on_its_own(
+    make_app: Callable[..., Flask], page_one: samples.TextPage, page_two: samples.TextPage
+) -> None:
+    """The second frame is within the limit and is read at its own size."""
+    small_two = page_two.image.resize((620, 877))
+    data = encoded(page_one.image, "TIFF", save_all=True, append_images=[small_two])
+    body = read(make_app, data, "two.tiff", ocr_max_pixels=SMALL)
+    assert body["pages"] == [
+        {"pageIndex": 0, "pageWidth": 1240, "pageHeight": 1754},
+        {"pageIndex": 1, "pageWidth": 620, "pageHeight": 877},
+    ]
+    assert [c["content"] for c in body["cells"]][: len(PAGE_ONE)] == PAGE_ONE
+
+
+def test_a_page_within_the_ocr_pixels_is_read_as_it_is(
+    make_app: Callable[..., Flask], page_one: samples.TextPage, tmp_path: Any
+) -> None:
+    """No copy, no scaling: the upload itself goes to Tesseract."""
+    path = tmp_path / "page.png"
+    path.write_bytes(encoded(page_one.image, "PNG"))
+    [page] = image_pages(path, tmp_path, 1, ocr_pixels=1240 * 1754)
+    assert (page.path, page.upload_size, page.derived) == (path, None, False)
+    [scaled] = image_pages(path, tmp_path, 1, ocr_pixels=SMALL)
+    assert scaled.derived and scaled.upload_size == (1240, 1754)
+    assert scaled.width * scaled.height <= SMALL
+    assert abs(scaled.width / scaled.height - 1240 / 1754) < 0.002
+
+
+@pytest.mark.parametrize(
+    ("mode", "fmt", "status"),
+    [("L", "PNG", 200), ("RGB", "JPEG", 200), ("RGB", "PNG", 413), ("P", "PNG", 413)],
+)
+def test_the_page_pixel_limit_counts_the_bytes_a_page_takes_decoded(
+    make_app: Callable[..., Flask], page_one: samples.TextPage, mode: str, fmt: str, status: int
+) -> None:
+    """page_one has 2.2 million pixels, under a 4 million limit in grey and as a JPEG (decoded
+    in grey), over it in colour (4 bytes a pixel) and with a palette (2)."""
+    app = make_app(max_page_pixels=4_000_000, ocr_max_pixels=SMALL)
+    reply = post_file(app.test_client(), encoded(page_one.image.convert(mode), fmt), "p")
+    assert reply.status_code == status
+    if status == 413:
+        error = reply.get_json()["error"]
+        assert error["code"] == "payload_too_large"
+        assert "EXTRACTOR_MAX_PAGE_PIXELS" in error["message"]
+        assert "2174960 pixels" in error["message"]
+
+
+def test_a_pdf_page_past_the_ocr_pixels_is_drawn_scaled_by_the_renderer(
+    make_app: Callable[..., Flask], page_one: samples.TextPage
+) -> None:
+    """At 600 dpi page_one's PDF page is 8.7 million pixels: the renderer draws it in at most
+    EXTRACTOR_OCR_MAX_PIXELS, and its boxes come back in 600 dpi pixels."""
+    data = encoded(page_one.image, "PDF", resolution=150)
+    body = read(make_app, data, "scan.pdf", ocr_max_pixels=SMALL, pdf_dpi=600)
+    [page] = body["pages"]
+    assert abs(page["pageWidth"] - 4960) <= 1 and abs(page["pageHeight"] - 7016) <= 1
+    assert [c["content"] for c in body["cells"]] == PAGE_ONE
+    assert_boxes_where_drawn(body, page_one.words, scale=4.0)
