@@ -14,9 +14,11 @@ from flask import Flask
 from PIL import Image
 from support import PAGE_ONE, post_file
 from test_ocr import assert_boxes_where_drawn
+from test_ocr_rotation import share_of_words_on_their_ink
 
 from extractor import samples
 from extractor.media.images import image_pages
+from extractor.samples.prose import prose_page, turned
 
 SMALL = 1_000_000  # pixels Tesseract is given here: page_one (1240 x 1754) is 2.2 million
 
@@ -67,6 +69,21 @@ def test_a_sideways_photo_past_the_ocr_pixels_keeps_its_upright_size(
     assert [c["content"] for c in body["cells"]] == PAGE_ONE
     assert body["pages"] == [{"pageIndex": 0, "pageWidth": 1240, "pageHeight": 1754}]
     assert_boxes_where_drawn(body, page_one.words)
+
+
+def test_a_sideways_scan_past_the_ocr_pixels_is_read_turned_upright(
+    make_app: Callable[..., Flask],
+) -> None:
+    """An A4 page of prose at 300 dpi (8.7 million pixels) turned 90° as scanned, read in 4
+    million: turned upright on the scaled copy, its boxes back on its words in the upload."""
+    page, _text = prose_page(dpi=300)
+    upload = turned(page, 90)
+    data = encoded(upload.image, "PNG")
+    body = read(make_app, data, "scan.png", ocr_max_pixels=4_000_000)
+    width, height = upload.image.size
+    assert body["pages"] == [{"pageIndex": 0, "pageWidth": width, "pageHeight": height}]
+    assert {"key": "rotation", "value": "90"} in body["cells"][0]["metadata"]
+    assert share_of_words_on_their_ink(body, upload.words) > 0.9
 
 
 def test_every_frame_of_a_large_tiff_is_scaled_on_its_own(
