@@ -144,3 +144,18 @@ def test_a_pdf_page_past_the_ocr_pixels_is_drawn_scaled_by_the_renderer(
     assert abs(page["pageWidth"] - 4960) <= 1 and abs(page["pageHeight"] - 7016) <= 1
     assert [c["content"] for c in body["cells"]] == PAGE_ONE
     assert_boxes_where_drawn(body, page_one.words, scale=4.0)
+
+
+def test_a_pdf_page_past_the_page_pixels_is_read_when_drawn_within_them(
+    make_app: Callable[..., Flask], page_one: samples.TextPage
+) -> None:
+    """A PDF page is drawn in at most EXTRACTOR_OCR_MAX_PIXELS, so its size at the dpi (an A0
+    plan at 300 dpi: 139 million pixels) is no reason to refuse it; drawn whole, it is."""
+    data = encoded(page_one.image, "PDF", resolution=150)  # 8.7 million pixels at 300 dpi
+    limits = {"max_page_pixels": 4_000_000, "pdf_dpi": 300}
+    body = read(make_app, data, "plan.pdf", ocr_max_pixels=SMALL, **limits)
+    assert [c["content"] for c in body["cells"]] == PAGE_ONE
+    assert_boxes_where_drawn(body, page_one.words, scale=2.0)
+    whole = post_file(make_app(ocr_max_pixels=0, **limits).test_client(), data, "plan.pdf")
+    assert whole.status_code == 413
+    assert "EXTRACTOR_MAX_PAGE_PIXELS" in whole.get_json()["error"]["message"]

@@ -174,11 +174,12 @@ class Settings(JobSettings, EngineSettings):
     max_page_pixels: int = setting(
         80_000_000,
         "pixels",
-        "Most pixels one page may have (an image, a TIFF frame, a PDF page at"
-        " EXTRACTOR_PDF_DPI) (413). A page other than a JPEG is decoded whole before it is"
-        " scaled to EXTRACTOR_OCR_MAX_PIXELS, so its pixels count as the bytes each takes:"
-        " twice bilevel or palette, 4 times in colour (a colour PNG or TIFF of 20 million);"
-        " the default keeps a worker under 300 MB (bench/memory.md).",
+        "Most pixels one image or TIFF frame may have (413). An image other than a JPEG is"
+        " decoded whole before it is scaled to EXTRACTOR_OCR_MAX_PIXELS, so its pixels count as"
+        " the bytes each takes: twice bilevel or palette, 4 times in colour (a colour PNG or"
+        " TIFF of 20 million); the default keeps a worker under 300 MB (bench/memory.md). A PDF"
+        " page is drawn in at most EXTRACTOR_OCR_MAX_PIXELS whatever its size (with that at 0,"
+        " a page past this limit at EXTRACTOR_PDF_DPI is refused).",
         at_least=1,
     )
     max_audio_seconds: float = setting(

@@ -124,13 +124,6 @@ class Renderer:
         try:
             width, height = page.get_size()
             exact = width * self.scale, height * self.scale
-            # As media.check_pixels: counted before any pixel is allocated.
-            if self.max_pixels and exact[0] * exact[1] > self.max_pixels:
-                raise Refused(
-                    "too_large",
-                    f"{what} has {exact[0] * exact[1]:.0f} pixels; the limit is"
-                    f" {self.max_pixels} (too many to decode safely)",
-                )
             try:
                 size = math.ceil(exact[0]), math.ceil(exact[1])
             except (OverflowError, ValueError) as exc:  # an infinite or NaN page box
@@ -141,6 +134,14 @@ class Renderer:
             if self.fit_pixels and size[0] * size[1] > self.fit_pixels:
                 factor = math.sqrt(self.fit_pixels / (size[0] * size[1]))
                 drawn = max(1, int(size[0] * factor)), max(1, int(size[1] * factor))
+            # As media.check_pixels: counted before any pixel is allocated. A page drawn scaled
+            # (an A0 plan at 300 dpi) has only the pixels it is drawn in.
+            if self.max_pixels and drawn[0] * drawn[1] > self.max_pixels:
+                raise Refused(
+                    "too_large",
+                    f"{what} has {drawn[0] * drawn[1]} pixels; the limit is {self.max_pixels}"
+                    " (too many to decode safely: EXTRACTOR_MAX_PAGE_PIXELS)",
+                )
             # PDFium skips an embedded image it cannot allocate without a word, leaving a blank
             # where the text was: refuse the page when its largest image cannot fit instead.
             if self.memory_mb > 0:
