@@ -15,7 +15,7 @@ by ``bench.peaks``). Documents: 1, 10 and 100 A4 pages of dense 8.6 pt text at 3
 
 Large pages (``--only pages``): single pages of up to the 80 million pixels
 ``EXTRACTOR_MAX_PAGE_PIXELS`` lets through (20 million in colour outside a JPEG, 40 million
-bilevel), an A1 PDF page at 300 dpi and 600 dpi A4 scans, which Tesseract reads scaled to
+bilevel), A1 and A0 PDF pages at 300 dpi and 600 dpi A4 scans, which Tesseract reads scaled to
 ``EXTRACTOR_OCR_MAX_PIXELS`` (README, "Speed and memory").
 
 ``python -m bench.flat [--quick] [--only audio|documents|pages]``; ``make bench`` includes it.
@@ -184,6 +184,8 @@ def page_inputs(folder: Path, match: str = "") -> list[FlatInput]:
         ("TIFF, bilevel (G4), 40 million pixels", "fax.tiff", _lines_page((6300, 6340), "1"),
          {"format": "TIFF", "compression": "group4"}),
         ("PDF, one A1 page (70 million pixels at 300 dpi)", "a1.pdf", _lines_page((3508, 4967)),
+         {"format": "PDF", "resolution": 150}),
+        ("PDF, one A0 page (139 million pixels at 300 dpi)", "a0.pdf", _lines_page((4967, 7022)),
          {"format": "PDF", "resolution": 150}),
     ]  # fmt: skip
     inputs = []
