@@ -171,33 +171,33 @@ def _lines_page(size: tuple[int, int], mode: str = "L") -> Image.Image:
 
 def page_inputs(folder: Path, match: str = "") -> list[FlatInput]:
     """Single large pages, each as large as its kind is accepted (``EXTRACTOR_MAX_PAGE_PIXELS``
-    counts a pixel as the bytes it takes decoded), and the PDF and TIFF pages of large scans."""
-    made: list[tuple[str, str, Image.Image, dict[str, object]]] = [
-        ("JPEG, colour photo, 80 million pixels", "photo.jpg", _lines_page((8900, 8980), "RGB"),
+    counts a pixel as the bytes it takes decoded), and the PDF and TIFF pages of large scans;
+    only those whose description has ``match`` are drawn."""
+    made: list[tuple[str, str, tuple[int, int], str, int, dict[str, object]]] = [
+        ("JPEG, colour photo, 80 million pixels", "photo.jpg", (8900, 8980), "RGB", 1,
          {"format": "JPEG", "quality": 85}),
-        ("PNG, grey, 80 million pixels", "grey.png", _lines_page((8900, 8980)),
+        ("PNG, grey, 80 million pixels", "grey.png", (8900, 8980), "L", 1, {"format": "PNG"}),
+        ("PNG, colour, 20 million pixels", "colour.png", (4400, 4540), "RGB", 1,
          {"format": "PNG"}),
-        ("PNG, colour, 20 million pixels", "colour.png", _lines_page((4400, 4540), "RGB"),
-         {"format": "PNG"}),
-        ("TIFF, colour, 20 million pixels", "colour.tiff", _lines_page((4400, 4540), "RGB"),
+        ("TIFF, colour, 20 million pixels", "colour.tiff", (4400, 4540), "RGB", 1,
          {"format": "TIFF", "compression": "tiff_lzw"}),
-        ("TIFF, bilevel (G4), 40 million pixels", "fax.tiff", _lines_page((6300, 6340), "1"),
+        ("TIFF, bilevel (G4), 40 million pixels", "fax.tiff", (6300, 6340), "1", 1,
          {"format": "TIFF", "compression": "group4"}),
-        ("PDF, one A1 page (70 million pixels at 300 dpi)", "a1.pdf", _lines_page((3508, 4967)),
+        ("PDF, one A1 page (70 million pixels at 300 dpi)", "a1.pdf", (3508, 4967), "L", 1,
          {"format": "PDF", "resolution": 150}),
-        ("PDF, one A0 page (139 million pixels at 300 dpi)", "a0.pdf", _lines_page((4967, 7022)),
+        ("PDF, one A0 page (139 million pixels at 300 dpi)", "a0.pdf", (4967, 7022), "L", 1,
          {"format": "PDF", "resolution": 150}),
+        ("TIFF, 3 A4 pages at 600 dpi (35 million pixels each)", "a4-600dpi.tiff", (4961, 7016),
+         "L", 3, {"format": "TIFF", "compression": "tiff_lzw"}),
     ]  # fmt: skip
     inputs = []
-    for what, name, image, options in made:
-        if match in what:
-            image.save(folder / name, **options)  # type: ignore[arg-type]
-            inputs.append(FlatInput(what, folder / name, 1))
-    if match in "TIFF, 3 A4 pages at 600 dpi (35 million pixels each)":
-        path = folder / "a4-600dpi.tiff"
-        first, *rest = [_lines_page((4961, 7016)) for _ in range(3)]
-        first.save(path, format="TIFF", save_all=True, append_images=rest, compression="tiff_lzw")
-        inputs.append(FlatInput("TIFF, 3 A4 pages at 600 dpi (35 million pixels each)", path, 3))
+    for what, name, size, mode, count, options in made:
+        if match not in what:
+            continue
+        first, *rest = [_lines_page(size, mode) for _ in range(count)]
+        more = {"save_all": True, "append_images": rest} if rest else {}
+        first.save(folder / name, **options, **more)  # type: ignore[arg-type]
+        inputs.append(FlatInput(what, folder / name, count))
     return inputs
 
 

@@ -37,8 +37,8 @@ class PageImage:
     width: int
     height: int
     derived: bool = False  # a file made for Tesseract (not the upload): delete once read
-    # The page's size in the upload's pixels when ``path`` holds it scaled down (past
-    # EXTRACTOR_OCR_MAX_PIXELS): the boxes Tesseract finds are scaled back to it.
+    # The page's size in the upload's pixels where it is known: when ``path`` holds it scaled
+    # down (past EXTRACTOR_OCR_MAX_PIXELS), the boxes Tesseract finds are scaled back to it.
     upload_size: tuple[int, int] | None = None
 
     @property
@@ -71,7 +71,7 @@ warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
 
 def check_pixels(width: float, height: float, what: str, weight: int = 1) -> None:
     """Refuse (413) a page past ``Image.MAX_IMAGE_PIXELS`` (``EXTRACTOR_MAX_PAGE_PIXELS``)
-    before it is decoded or rendered, each pixel counting ``weight`` times (``weight``).
+    before it is decoded or rendered, each pixel counting ``weight`` times (see ``weight``).
 
     Pillow itself only warns between that limit and twice it, and turning its warning into an
     error takes ``warnings.catch_warnings``, which swaps process-wide state and is not safe
@@ -168,18 +168,12 @@ def grey(image: Image.Image) -> Image.Image:
     return image.convert("L")
 
 
-def _tesseract_mode(image: Image.Image) -> Image.Image:
-    if image.mode in ("1", "L", "RGB"):
-        return image
-    return image.convert("RGBA").convert("RGB") if "A" in image.mode else image.convert("RGB")
-
-
 def _save_for_tesseract(
     image: Image.Image, target: Path, index: int, upload: tuple[int, int] | None = None
 ) -> PageImage:
-    image = _tesseract_mode(image)
+    if image.mode not in ("1", "L", "RGB"):
+        image = image.convert("RGBA").convert("RGB") if "A" in image.mode else image.convert("RGB")
     # Netpbm (PGM/PPM): written in ~5 ms where even the fastest PNG takes ~90 ms for a 300 dpi
     # page, and Tesseract reads it as fast; the file is removed as soon as its page is read.
     image.save(target, format="PPM")
-    scaled = upload if upload and upload != image.size else None
-    return PageImage(index, target, image.width, image.height, derived=True, upload_size=scaled)
+    return PageImage(index, target, image.width, image.height, derived=True, upload_size=upload)

@@ -98,11 +98,9 @@ class PdfPages:
                 pass
             reply = self._answer(self._stop(deadline), what, index)
             self._rendered += 1
-            drawn = int(reply["width"]), int(reply["height"])
-            size = int(reply["page_width"]), int(reply["page_height"])
             return PageImage(
-                index, Path(reply["path"]), *drawn, derived=True,
-                upload_size=size if size != drawn else None,
+                index, Path(reply["path"]), int(reply["width"]), int(reply["height"]),
+                derived=True, upload_size=(int(reply["page_width"]), int(reply["page_height"])),
             )  # fmt: skip
         finally:
             self._lock.release()

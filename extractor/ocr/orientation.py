@@ -385,11 +385,11 @@ def _boxes_to_upload(
 
 
 def in_upload_pixels(lines: list[Line], page: PageImage) -> list[Line]:
-    """``lines`` read on ``page``, their boxes in the upload's pixels (``page`` scaled down:
-    ``media.images.fitted``)."""
-    if page.upload_size is None:
+    """``lines`` read on ``page``, their boxes in the upload's pixels (``page`` decoded or
+    drawn scaled down past EXTRACTOR_OCR_MAX_PIXELS: ``media.images``, ``media.pdfrender``)."""
+    width, height = page.shown_size
+    if (width, height) == (page.width, page.height):
         return lines
-    width, height = page.upload_size
     across, down = width / page.width, height / page.height
 
     def box(b: BoundingBox) -> BoundingBox:
