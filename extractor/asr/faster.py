@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import EngineFailure, EngineTimeout, EngineUnavailable
 from ..heap import trim_heap
+from . import fallback
 from .base import TimedWord, TranscribeOptions, Transcript, TranscriptSegment
 from .embedding_file import MappedEmbedding, map_token_embedding
 from .sampling import OneSampleAtATime
@@ -84,6 +85,8 @@ class FasterWhisperEngine:
             # Its heavy steps take turns between the threads sharing it (step_turns.py).
             turns = StepTurns()
             self._model.model = OneSampleAtATime(self._model.model, _stop_if_cancelled, turns)
+            # Speech that repeats no longer sets off the random fallback (fallback.py).
+            fallback.install(self._model)
         except (RuntimeError, ValueError, OSError) as exc:
             raise EngineUnavailable(
                 f"faster-whisper could not load {self.model_name}: {exc}"

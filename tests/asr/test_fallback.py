@@ -1,0 +1,99 @@
+"""Whisper's fallback kept for loops, not set off by speech that repeats (extractor.asr.fallback),
+on the real model and tokenizer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from faster_whisper.tokenizer import Tokenizer
+from support import requires_espeak
+
+from extractor.asr import TranscribeOptions, fallback
+from extractor.asr.faster import FasterWhisperEngine
+from extractor.samples.conversations import conversation
+
+
+@pytest.fixture(scope="module")
+def engine() -> FasterWhisperEngine:
+    engine = FasterWhisperEngine(None)
+    engine.load()
+    return engine
+
+
+@pytest.fixture(scope="module")
+def talk() -> tuple[np.ndarray, float]:
+    """40 s in which "They say it will rain in the afternoon but stay dry until noon" is said
+    three times between other sentences: the first 30 s window's text compresses at 2.5."""
+    made = conversation(turns=6, seed=3)
+    positions = np.arange(0, made.samples.shape[1], made.rate / 16_000)
+    audio = np.interp(positions, np.arange(made.samples.shape[1]), made.samples[0])
+    return audio.astype(np.float32), made.duration
+
+
+def tokens(engine: FasterWhisperEngine, text: str) -> list[int]:
+    tokenizer = Tokenizer(engine.whisper_model().hf_tokenizer, False, "transcribe", "en")
+    return list(tokenizer.encode(text))
+
+
+def test_a_stretch_said_again_right_after_itself_is_a_loop(engine: FasterWhisperEngine) -> None:
+    eot = engine.whisper_model().hf_tokenizer.token_to_id("<|endoftext|>")
+    refrain = "They say it will rain in the afternoon."
+    apart = f"{refrain} Let us take the bus. {refrain} Water the plants. {refrain}"
+    assert not fallback.loops(tokens(engine, apart), eot)
+    looped = "Let us take the bus. I think so. Let us take the bus. I think so. Let us"
+    assert fallback.loops(tokens(engine, looped), eot)
+    # timestamps between the copies do not hide them
+    stamped = [token for token in tokens(engine, "Thank you.") for token in (token, eot + 1600)]
+    assert fallback.loops(stamped * 2, eot)
+
+
+@requires_espeak
+def test_speech_that_repeats_is_read_whole_and_the_same_every_time(
+    engine: FasterWhisperEngine, talk: tuple[np.ndarray, float]
+) -> None:
+    audio, seconds = talk
+    first, second = (engine.transcribe(audio, TranscribeOptions(language="en")) for _ in range(2))
+    # The case the rule is for: beam search's text fails only the compression ratio.
+    assert first.segments[0].detail["compression_ratio"] > 2.4
+    assert first.segments[0].detail["avg_logprob"] > -1
+    assert [s.text for s in first.segments] == [s.text for s in second.segments]
+    assert all(s.detail["temperature"] == 0 for s in first.segments)  # nothing sampled
+    # Not a window lost: before, one run in four kept 8 of the 40 s (the rest taken for silence).
+    assert first.segments[-1].end > seconds - 5
+    text = " ".join(s.text for s in first.segments).lower()
+    assert text.count("until noon") == 3 and "garden" in text and "expected" in text
+    # The next window does not read on from the repetitive one: conditioned on it, it looped.
+    eot = engine.whisper_model().hf_tokenizer.token_to_id("<|endoftext|>")
+    assert not fallback.loops([t for s in first.segments for t in s.detail["tokens"]], eot)
+
+
+class Decodes:
+    """The engine's CTranslate2 model, the temperature of each ``generate`` call noted."""
+
+    def __init__(self, model: Any) -> None:
+        self.model, self.temperatures = model, []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        self.temperatures.append(kwargs.get("sampling_temperature", 0.0))
+        return self.model.generate(*args, **kwargs)
+
+
+@requires_espeak
+def test_a_loop_still_falls_back_to_sampling(
+    engine: FasterWhisperEngine, talk: tuple[np.ndarray, float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the fresh start, the window after the repetitive one loops at temperature 0
+    ("May say it will rain in the afternoon" five times): that is sampled again, as before."""
+    monkeypatch.setattr(fallback, "_start_afresh", lambda options: None)
+    decodes = Decodes(engine.whisper_model().model._model)
+    monkeypatch.setattr(engine.whisper_model().model, "_model", decodes)
+    audio, _seconds = talk
+    engine.transcribe(audio, TranscribeOptions(language="en"))
+    # window 1: its beam search kept; window 2: its beam search looped, then samples
+    assert decodes.temperatures[:2] == [0, 0]
+    assert decodes.temperatures[2:] and all(t > 0 for t in decodes.temperatures[2:])
