@@ -378,8 +378,9 @@ def main() -> None:
             url = f"http://{first.host}:{first.port}"
             idle_png = statistics.median(extract_png_seconds(url, png) for _ in range(5))
             for recording in chosen:
-                # The median of three: the whole-file reply itself varies between requests
-                # where Whisper's fallback samples (10-69% on the espeak-ng talk; bench/realtime.md).
+                # The median of three requests: a reply varies where Whisper's fallback samples.
+                # The espeak-ng talk's did (10-82%) until extractor/asr/fallback.py kept its
+                # repeated sentences without sampling; it reads the same every time now.
                 whole[recording.name] = statistics.median(
                     speech_errors([recording.text], [whole_file_text(url, recording)]).wer
                     for _ in range(3)
