@@ -97,3 +97,16 @@ def test_a_loop_still_falls_back_to_sampling(
     # window 1: its beam search kept; window 2: its beam search looped, then samples
     assert decodes.temperatures[:2] == [0, 0]
     assert decodes.temperatures[2:] and all(t > 0 for t in decodes.temperatures[2:])
+
+
+def test_when_every_temperature_fails_the_choice_is_faster_whispers() -> None:
+    """faster-whisper keeps the most probable decode under the ratio (of all, if none is),
+    reported at the last temperature; the beam decode, now decoded apart, is among them."""
+    beam_over = ("beam", -0.2, 0.0, 3.1)
+    beam_under = ("beam", -1.2, 0.0, 1.5)
+    sampled_over = ("sampled", -0.5, 1.0, 2.9)
+    sampled_under = ("sampled", -1.4, 1.0, 1.4)
+    assert fallback._least_bad(beam_over, sampled_under, 2.4) == ("sampled", -1.4, 1.0, 1.4)
+    assert fallback._least_bad(beam_under, sampled_over, 2.4) == ("beam", -1.2, 1.0, 1.5)
+    assert fallback._least_bad(beam_under, sampled_under, 2.4) == ("beam", -1.2, 1.0, 1.5)
+    assert fallback._least_bad(beam_over, sampled_over, 2.4) == ("beam", -0.2, 1.0, 3.1)
