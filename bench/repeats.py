@@ -160,6 +160,10 @@ def talks(which: tuple[tuple[tuple[str, ...], int], ...]) -> list[Recording]:
     return made
 
 
+# One side of the comparison: the audio's text, and how many windows it decoded by sampling.
+Transcriber = Callable[[np.ndarray], tuple[str, int]]
+
+
 class _Decodes:
     """A CTranslate2 Whisper model that counts the windows it had to sample: each window starts
     with a beam search, and a sampling call after it means that window fell back (whether or not
@@ -184,8 +188,8 @@ class _Decodes:
         return sampled
 
 
-def transcribers() -> dict[str, Callable[[np.ndarray], tuple[str, int]]]:
-    """Each side: the audio's text and how many windows it decoded by sampling."""
+def transcribers() -> dict[str, Transcriber]:
+    """The service's engine and bare faster-whisper, with the same model and options."""
     from faster_whisper import WhisperModel
 
     engine = FasterWhisperEngine(None, threads=1)
@@ -225,9 +229,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.write_text(_report(tables, args.rounds, time.monotonic() - started))
     return 0
-
-
-Transcriber = Callable[[np.ndarray], tuple[str, int]]
 
 
 def _table(
