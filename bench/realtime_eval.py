@@ -302,6 +302,7 @@ def main() -> None:
     parser.add_argument("--margin-newest", action="store_true")
     parser.add_argument("--patience", type=int, default=None)
     parser.add_argument("--prompt-words", type=int, default=None)
+    parser.add_argument("--context", type=float, default=None)
     parser.add_argument("--long-window", type=float, default=None)
     parser.add_argument("--min-window", type=float, default=10.0)
     parser.add_argument(
@@ -338,6 +339,7 @@ def main() -> None:
         prompt_words=base.prompt_words if args.prompt_words is None else args.prompt_words,
         margin_all=not args.margin_newest,
         patience=base.patience if args.patience is None else args.patience,
+        context_seconds=base.context_seconds if args.context is None else args.context,
     )
     decoder = WindowDecoder(None, threads=2, min_window_seconds=args.min_window)
     decoder.load()

@@ -125,22 +125,12 @@ class WindowDecoder:
     def _decode(
         self, audio: np.ndarray, prefix: str, prompt: str, beam_size: int, *, timed: bool
     ) -> tuple[list[str], list[float]]:
-        import ctranslate2
-
         if self._model is None:
             self.load()
         model, tok = self._model, self._tokenizer
         started = time.perf_counter()
         seconds = len(audio) / SAMPLE_RATE
-        total = min(max(seconds + PAD_SECONDS, self.min_window_seconds), MAX_WINDOW_SECONDS)
-        frames = int(total * SAMPLE_RATE) // HOP
-        window = np.zeros(frames * HOP, np.float32)
-        window[: min(len(audio), len(window))] = audio[: len(window)]
-        features = model.feature_extractor(window)[:, :frames]
-        encoded = model.model.encode(
-            ctranslate2.StorageView.from_array(np.ascontiguousarray(features[None])),
-            to_cpu=False,
-        )
+        encoded = self._encode(audio)
         tokens: list[int] = []
         if prompt.strip():
             tokens = [tok.sot_prev, *tok.encode(" " + prompt.strip())[-MAX_PROMPT_TOKENS:]]
@@ -171,6 +161,35 @@ class WindowDecoder:
             ends = self._ends(encoded, forced, ids, [end for _w, end in kept], seconds)
         self.seconds_busy += time.perf_counter() - started
         return [word for word, _end in kept], ends
+
+    def word_ends(self, audio: np.ndarray, text: str) -> list[float]:
+        """Where each word of ``text`` (split at white space), known to be what ``audio``
+        says, ends (seconds into ``audio``): Whisper's alignment, no decoding."""
+        if self._model is None:
+            self.load()
+        started = time.perf_counter()
+        ids = self._tokenizer.encode(" " + text.strip())
+        offsets = [m.end() for m in re.finditer(r"\S+", self._tokenizer.decode(ids))]
+        seconds = len(audio) / SAMPLE_RATE
+        ends = self._ends(self._encode(audio), [], ids, offsets, seconds) if ids else []
+        self.seconds_busy += time.perf_counter() - started
+        return ends
+
+    def _encode(self, audio: np.ndarray) -> Any:
+        """Whisper's encoder output for ``audio``, padded to at least ``min_window_seconds``."""
+        import ctranslate2
+
+        model = self._model
+        seconds = len(audio) / SAMPLE_RATE
+        total = min(max(seconds + PAD_SECONDS, self.min_window_seconds), MAX_WINDOW_SECONDS)
+        frames = int(total * SAMPLE_RATE) // HOP
+        window = np.zeros(frames * HOP, np.float32)
+        window[: min(len(audio), len(window))] = audio[: len(window)]
+        features = model.feature_extractor(window)[:, :frames]
+        return model.model.encode(
+            ctranslate2.StorageView.from_array(np.ascontiguousarray(features[None])),
+            to_cpu=False,
+        )
 
     def _ends(
         self, encoded: Any, forced: list[int], ids: list[int], offsets: list[int], seconds: float

@@ -92,6 +92,26 @@ def transcription_failed(item_id: str, kind: str, code: str, message: str) -> di
     )
 
 
+def transcription_completed(
+    item_id: str, previous_id: str | None, transcript: str, seconds: float
+) -> list[dict[str, Any]]:
+    """A turn's ``...input_audio_transcription.completed`` (``usage``: its ``seconds`` of
+    audio) and its ``conversation.item.done``."""
+    completed = server_event(
+        "conversation.item.input_audio_transcription.completed",
+        item_id=item_id,
+        content_index=0,
+        transcript=transcript,
+        usage={"type": "duration", "seconds": round(seconds, 3)},
+    )
+    done = user_item(item_id)
+    done["content"][0]["transcript"] = transcript
+    return [
+        completed,
+        server_event("conversation.item.done", previous_item_id=previous_id, item=done),
+    ]
+
+
 def new_id(prefix: str) -> str:
     """An id in OpenAI's style: ``prefix_`` and 22 random characters."""
     return f"{prefix}_{secrets.token_urlsafe(16)[:22]}"

@@ -2,6 +2,13 @@
 
 The words sent in the window are the decoder's forced prefix, the turn's earlier text (before
 the window) its prompt, and a hypothesis that repeats itself is cut (``repeats.unrepeated``).
+A turn's first window is heard after the previous turn's end (``Item.context``): its audio
+ahead of the turn's, its words ahead of the forced prefix, as much as fits in the shortest
+encoder window with the turn (the decode then costs what the turn's alone does). Whisper hears
+a turn alone worse than in a whole file: LibriVox's "ill-disposed" began a turn and was sent
+as "old-sposed". Unlike the previous text as a prompt (which made tiny.en say it again), a
+forced prefix is what the audio says, and the decoder continues after it. If it ends its text
+there instead (a sentence's end, another voice next), the turn is heard alone from then on.
 A partial decode also gives each word's slack, the audio it heard after the word's end, when
 the policy confirms words by a margin (``DecodePolicy.margin``; word timings cost an alignment
 pass, so they are asked for only then).
@@ -12,9 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from .audio import SAMPLE_RATE
-from .decoder import WindowDecoder
-from .items import DecodePolicy, Item
+from .decoder import PAD_SECONDS, WindowDecoder
+from .items import Context, DecodePolicy, Item
 from .repeats import unrepeated
+
+CONTEXT_SILENT_SECONDS = 1.0  # a turn this long heard as nothing after the context: without it
 
 
 def prompt(item: Item, session_prompt: str, words: int) -> str:
@@ -23,6 +32,16 @@ def prompt(item: Item, session_prompt: str, words: int) -> str:
     # Only this turn's own earlier text: a prompt holding what was said in earlier turns
     # made tiny.en repeat it ("They say it will rain" heard three times in a row).
     return " ".join([session_prompt, *(earlier[-words:] if words > 0 else [])]).strip()
+
+
+def turn_end(
+    decoder: WindowDecoder, audio: np.ndarray, text: str, seconds: float
+) -> Context | None:
+    """A finished turn's words ``text`` in its last ``seconds`` of ``audio``, and that audio,
+    cut where Whisper's alignment says those words start: the next turn's context."""
+    ends = decoder.word_ends(audio, text)
+    words = text.split()
+    return Context.of(audio, words, ends, seconds) if len(ends) == len(words) else None
 
 
 def hypothesis(
@@ -37,14 +56,40 @@ def hypothesis(
 ) -> tuple[list[str], list[float] | None]:
     """The words after the window's sent ones in ``audio`` (the window's), and with ``timed``
     and a policy margin each word's slack in seconds (else None)."""
-    options = {
-        "prefix": item.window_text,
-        "prompt": prompt(item, session_prompt, policy.prompt_words),
-    }
+    if item.context is not None:
+        # The previous turn's end first, as much as fits in the encoder's shortest window
+        # with the turn (no longer decode), its words forced ahead of the window's.
+        room = decoder.min_window_seconds - PAD_SECONDS - len(audio) / SAMPLE_RATE
+        context = item.context.last(int(room * SAMPLE_RATE))
+        if context is not None:
+            heard = _decoded(decoder, policy, item, [*context.words, *item.words],
+                             np.concatenate([context.audio, audio]),
+                             " ".join([*context.words, item.window_text]).strip(),
+                             beam, session_prompt, timed)  # fmt: skip
+            if heard[0] or len(audio) < CONTEXT_SILENT_SECONDS * SAMPLE_RATE:
+                return heard
+        # tiny.en ended its text at the context's end, or the turn outgrew it: hear it alone
+        item.context = None
+    return _decoded(decoder, policy, item, item.words, audio, item.window_text, beam,
+                    session_prompt, timed)  # fmt: skip
+
+
+def _decoded(
+    decoder: WindowDecoder,
+    policy: DecodePolicy,
+    item: Item,
+    sent: list[str],
+    audio: np.ndarray,
+    prefix: str,
+    beam: int,
+    session_prompt: str,
+    timed: bool,
+) -> tuple[list[str], list[float] | None]:
+    options = {"prefix": prefix, "prompt": prompt(item, session_prompt, policy.prompt_words)}
     if not (timed and policy.margin > 0):
         words = decoder.decode(audio, beam_size=beam, **options)
-        return unrepeated(item.words, words, policy.repeat_words), None
+        return unrepeated(sent, words, policy.repeat_words), None
     words, ends = decoder.decode_timed(audio, beam_size=beam, **options)
-    words = unrepeated(item.words, words, policy.repeat_words)
+    words = unrepeated(sent, words, policy.repeat_words)
     heard = len(audio) / SAMPLE_RATE
     return words, [heard - end for end in ends[: len(words)]]

@@ -6,8 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..config import Settings
 from .agreement import LocalAgreement
+from .audio import SAMPLE_RATE
 
 
 def _declared(name: str) -> Any:
@@ -36,6 +39,9 @@ class DecodePolicy:
     margin_all: bool = True  # (both measured: bench/realtime.md)
     # partial decodes in a row without agreement after which the newest two suffice (0: never)
     patience: int = _declared("realtime_agreement_patience")
+    # seconds of the previous turn's end (its audio, its words forced as the decoder's
+    # prefix) heard before a turn's first window (0: each turn heard alone)
+    context_seconds: float = _declared("realtime_context_seconds")
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DecodePolicy:
@@ -47,6 +53,7 @@ class DecodePolicy:
             agreement=settings.realtime_agreement,
             patience=settings.realtime_agreement_patience,
             margin=settings.realtime_word_margin_seconds,
+            context_seconds=settings.realtime_context_seconds,
         )
 
     def new_agreement(self) -> LocalAgreement:
@@ -57,6 +64,34 @@ class DecodePolicy:
             margin_all=self.margin_all,
             patience=self.patience,
         )
+
+
+@dataclass(frozen=True)
+class Context:
+    """The end of the turn before: its last words, each word's first sample in ``audio``, and
+    that audio (16 kHz), from the first word's start to the turn's end."""
+
+    words: list[str]
+    starts: list[int]
+    audio: np.ndarray
+
+    @classmethod
+    def of(
+        cls, audio: np.ndarray, words: list[str], ends: list[float], seconds: float
+    ) -> Context | None:
+        """The words of ``audio`` (each ending at ``ends``, s) in its last ``seconds``."""
+        whole = cls(words, [0, *(int(end * SAMPLE_RATE) for end in ends[:-1])], audio)
+        kept = whole.last(int(seconds * SAMPLE_RATE))
+        return None if kept is None else Context(kept.words, kept.starts, kept.audio.copy())
+
+    def last(self, samples: int) -> Context | None:
+        """The words of the last ``samples`` at most (None: not even the last word's)."""
+        first = next((i for i, s in enumerate(self.starts) if len(self.audio) - s <= samples), None)
+        if first is None:
+            return None
+        start = self.starts[first]
+        return Context(self.words[first:], [s - start for s in self.starts[first:]],
+                       self.audio[start:])  # fmt: skip
 
 
 @dataclass
@@ -81,10 +116,12 @@ class Item:
     ready: tuple[tuple[int, int, int], list[str]] | None = None
     sent_heard_at: int = 0  # end of the audio the decode that first had the last words sent heard
     stalled: int = 0  # partial decodes in a row that heard nothing after the window's words
+    context: Context | None = None  # the previous turn's end, heard before the first window
 
     def new_window(self, start: int) -> None:
         """Decode from ``start`` on with nothing forced (the words sent become the prompt)."""
         self.window, self.window_words, self.window_text, self.stalled = start, 0, "", 0
+        self.context = None
         self.agreement.reset()
 
     @property

@@ -35,8 +35,8 @@ from .agreement import comparable
 from .audio import SAMPLE_RATE, AudioInput
 from .decoder import WindowDecoder
 from .events import ProtocolError, ServerVad, SessionConfig
-from .hypotheses import hypothesis
-from .items import DecodePolicy, Item
+from .hypotheses import hypothesis, turn_end
+from .items import Context, DecodePolicy, Item
 from .turns import TurnDetector
 
 log = logging.getLogger(__name__)
@@ -91,6 +91,8 @@ class Session:
         self.item: Item | None = None  # the turn being heard
         self.finishing: deque[Item] = deque()  # committed turns awaiting their final decode
         self.previous_item_id: str | None = None
+        # the last finished turn's end, for the next turn's first window (policy.context_seconds)
+        self.context: Context | None = None
         self.audio_seconds = 0.0  # received, for usage and metrics
         self.emit(ev.server_event("session.created", session=self._document()))
 
@@ -264,6 +266,7 @@ class Session:
         first = begin if vad is not None else self.buffer_start  # usage: the whole buffer
         self.item = Item(ev.new_id("item"), first, begin, decoded_to=begin)
         self.item.agreement = self.policy.new_agreement()
+        self.item.context, self.context = self.context, None
         if vad is not None:
             self.emit(
                 ev.server_event(
@@ -390,6 +393,18 @@ class Session:
             log.warning("a live window decode failed", extra={"error": str(exc)})
         item.new_window(end)
 
+    def _keep_context(self, audio: np.ndarray, text: str) -> None:
+        """The end of a finished turn (``audio``, its words ``text``), for the next turn."""
+        try:
+            context = turn_end(self.decoder, audio, text, self.policy.context_seconds)
+        except EngineFailure as exc:
+            log.warning("a live alignment failed", extra={"error": str(exc)})
+            return
+        if self.item is not None and not self.item.words and self.item.agreement.updates == 0:
+            self.item.context = context  # the next turn began before this one was finished
+        else:
+            self.context = context
+
     def _finish(self, item: Item) -> None:
         assert item.end is not None
         failure = None
@@ -404,30 +419,24 @@ class Session:
                 self._send(item, words, end)
             except EngineFailure as exc:
                 failure = exc
-        item.window = item.end  # its audio may go
+        last = None  # the audio and words of the turn's last window, for the next turn
+        if self.policy.context_seconds > 0 and failure is None and item.window_text.strip():
+            last = (self._span(item.window, end), item.window_text)
+        item.window = item.end  # its audio may go (``last`` holds what the context needs)
         self._trim()
         if failure is not None:
             self.emit(ev.transcription_failed(item.id, "transcription_error", "decode_failed",
                                               str(failure)))  # fmt: skip
             return
-        transcript = item.transcript
         if item.heard_speech:
             metrics.COMPLETED_LATENCY.observe(time.monotonic() - self.arrival(item.speech_end))
         seconds = (item.end - item.start) / SAMPLE_RATE
-        self.emit(
-            ev.server_event(
-                "conversation.item.input_audio_transcription.completed",
-                item_id=item.id,
-                content_index=0,
-                transcript=transcript,
-                usage={"type": "duration", "seconds": round(seconds, 3)},
-            )
-        )
-        done = ev.user_item(item.id)
-        done["content"][0]["transcript"] = transcript
-        self.emit(
-            ev.server_event("conversation.item.done", previous_item_id=item.previous_id, item=done)
-        )
+        for event in ev.transcription_completed(
+            item.id, item.previous_id, item.transcript, seconds
+        ):
+            self.emit(event)
+        if last is not None:
+            self._keep_context(*last)
 
 
 def _size(message: str | bytes | ProtocolError) -> int:

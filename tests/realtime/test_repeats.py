@@ -63,7 +63,9 @@ class RepeatingDecoder:
 def test_a_session_never_sends_a_repeated_sentence() -> None:
     events: list[dict[str, Any]] = []
     decoder = cast(WindowDecoder, RepeatingDecoder())
-    session = Session(decoder, events.append, policy=DecodePolicy(repeat_words=3, margin=0))
+    session = Session(
+        decoder, events.append, policy=DecodePolicy(repeat_words=3, margin=0, context_seconds=0)
+    )
     for message in appends(silence(1) + pcm(FIRST) + silence(1.5)):
         session.receive(message)
         while session.step():

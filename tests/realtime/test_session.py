@@ -28,9 +28,16 @@ class CountingDecoder:
     def __init__(self, real: WindowDecoder) -> None:
         self.real, self.calls = real, 0
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
     def decode(self, *args: Any, **kwargs: Any) -> list[str]:
         self.calls += 1
         return self.real.decode(*args, **kwargs)
+
+    def word_ends(self, *args: Any, **kwargs: Any) -> list[float]:
+        self.calls += 1
+        return self.real.word_ends(*args, **kwargs)
 
     def decode_timed(self, *args: Any, **kwargs: Any) -> tuple[list[str], list[float]]:
         self.calls += 1
@@ -191,6 +198,9 @@ class StopsAfterASentence:
 
     def __init__(self, real: WindowDecoder) -> None:
         self.real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
 
     def decode(self, audio: Any, *, prefix: str = "", **kwargs: Any) -> list[str]:
         if len(prefix.split()) >= 6:
