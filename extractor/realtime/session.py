@@ -408,6 +408,7 @@ class Session:
     def _finish(self, item: Item) -> None:
         assert item.end is not None
         failure = None
+        last = None  # the audio and words of the turn's last window, for the next turn
         if item.heard_speech and item.speech_end > item.window:
             end = min(item.end, item.speech_end + int(TAIL_SECONDS * SAMPLE_RATE))
             try:
@@ -417,11 +418,10 @@ class Session:
                 else:
                     words = self._decode(item, end, self.policy.final_beam)[0]
                 self._send(item, words, end)
+                if self.policy.context_seconds > 0 and item.window_text.strip():
+                    last = (self._span(item.window, end), item.window_text)
             except EngineFailure as exc:
                 failure = exc
-        last = None  # the audio and words of the turn's last window, for the next turn
-        if self.policy.context_seconds > 0 and failure is None and item.window_text.strip():
-            last = (self._span(item.window, end), item.window_text)
         item.window = item.end  # its audio may go (``last`` holds what the context needs)
         self._trim()
         if failure is not None:
