@@ -66,7 +66,10 @@ def hypothesis(
                              np.concatenate([context.audio, audio]),
                              " ".join([*context.words, item.window_text]).strip(),
                              beam, session_prompt, timed)  # fmt: skip
-            if heard[0] or len(audio) < CONTEXT_SILENT_SECONDS * SAMPLE_RATE:
+            # A partial decode hearing nothing under a second into the turn is early; the
+            # final one is not (a short "Yes." after a turn would be lost).
+            early = timed and len(audio) < CONTEXT_SILENT_SECONDS * SAMPLE_RATE
+            if heard[0] or early:
                 return heard
         # tiny.en ended its text at the context's end, or the turn outgrew it: hear it alone
         item.context = None

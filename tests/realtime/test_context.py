@@ -10,7 +10,8 @@ from realtime_support import FIRST, SECOND, appends, pcm, silence, transcript_wo
 from support import requires_espeak
 
 from extractor.realtime.decoder import PAD_SECONDS, WindowDecoder
-from extractor.realtime.items import Context, DecodePolicy
+from extractor.realtime.hypotheses import hypothesis, turn_end
+from extractor.realtime.items import Context, DecodePolicy, Item
 from extractor.realtime.session import Session
 
 pytestmark = requires_espeak
@@ -114,3 +115,40 @@ def test_no_context_when_it_is_off(decoder: WindowDecoder) -> None:
     events = two_turns(spy, DecodePolicy(context_seconds=0))
     assert {"bring", "things"} <= set(transcript_words(completed(events)[1]))
     assert not [p for p, _s in spy.calls if "dog" in transcript_words(p)]
+
+
+def speech(text: str) -> np.ndarray:
+    """``text`` spoken by espeak-ng, 16 kHz float."""
+    return np.frombuffer(pcm(text, rate=RATE), "<i2").astype(np.float32) / 32768
+
+
+def second_turn(decoder: WindowDecoder, words: list[str]) -> tuple[Item, np.ndarray]:
+    """A turn of SECOND heard after FIRST's end, ``words`` of it already sent."""
+    first = np.concatenate([speech(FIRST), np.zeros(RATE // 2, np.float32)])
+    context = turn_end(decoder, first, FIRST, seconds=5)
+    assert context is not None and context.words[-1] == "dog."
+    item = Item("item_test", 0, 0, context=context)
+    item.words, item.window_words = list(words), len(words)
+    item.transcript = item.window_text = " ".join(words)
+    return item, np.concatenate([speech(SECOND), np.zeros(RATE // 2, np.float32)])
+
+
+def hear(spy: Recording, item: Item, audio: np.ndarray, *, timed: bool) -> list[str]:
+    """One decode of ``item``'s window as a session runs it (the default policy, beam 5):
+    ``timed`` for a partial decode, else the turn's final one."""
+    decoder: Any = spy  # the real decoder, behind the spy
+    return hypothesis(decoder, DecodePolicy(), item, audio, 5, "", timed=timed)[0]
+
+
+def test_a_short_turn_the_context_hides_is_heard_alone_at_its_end(
+    decoder: WindowDecoder,
+) -> None:
+    spy = Recording(decoder, stop="dog")
+    item, audio = second_turn(decoder, [])
+    short = audio[: int(0.8 * RATE)]  # under CONTEXT_SILENT_SECONDS: partials wait for more
+    assert hear(spy, item, short, timed=True) == []
+    assert item.context is not None and len(spy.calls) == 1
+    assert hear(spy, item, short, timed=False) and item.context is None, (
+        "the final decode hears it without the context"
+    )
+    assert len(spy.calls) == 3 and "dog" not in transcript_words(spy.calls[-1][0])
