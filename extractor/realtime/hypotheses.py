@@ -23,7 +23,8 @@ from .decoder import PAD_SECONDS, WindowDecoder
 from .items import Context, DecodePolicy, Item
 from .repeats import unrepeated
 
-CONTEXT_SILENT_SECONDS = 1.0  # a turn this long heard as nothing after the context: without it
+CONTEXT_SILENT_SECONDS = 1.0  # a partial decode this far into a turn hearing nothing after the
+# context: the turn is heard without it (a final decode: however short the turn)
 
 
 def prompt(item: Item, session_prompt: str, words: int) -> str:

@@ -58,14 +58,19 @@ def deltas_of(events: list[dict[str, Any]], item_id: str) -> str:
     return "".join(e["delta"] for e in events if e["type"] == kind and e["item_id"] == item_id)
 
 
+def speech(text: str) -> np.ndarray:
+    """``text`` spoken by espeak-ng, 16 kHz float."""
+    return np.frombuffer(pcm(text, rate=RATE), "<i2").astype(np.float32) / 32768
+
+
 def test_word_ends_align_known_words(decoder: WindowDecoder) -> None:
-    speech = np.frombuffer(pcm("Good morning, how are you today?", rate=RATE), "<i2")
-    audio = np.concatenate([speech.astype(np.float32) / 32768, np.zeros(RATE, np.float32)])
+    spoken = speech("Good morning, how are you today?")
+    audio = np.concatenate([spoken, np.zeros(RATE, np.float32)])
     ends = decoder.word_ends(audio, "Good morning, how are you today?")
     assert len(ends) == 6 and ends == sorted(ends)
     # Every word but the last (whose end Whisper's alignment draws into the silence) ends
     # within the speech: where the next one starts, which is what a context is cut at.
-    assert 0 < ends[0] < ends[-2] <= len(speech) / RATE + 0.2
+    assert 0 < ends[0] < ends[-2] <= len(spoken) / RATE + 0.2
 
 
 def test_a_context_is_the_words_of_its_last_seconds() -> None:
@@ -117,20 +122,13 @@ def test_no_context_when_it_is_off(decoder: WindowDecoder) -> None:
     assert not [p for p, _s in spy.calls if "dog" in transcript_words(p)]
 
 
-def speech(text: str) -> np.ndarray:
-    """``text`` spoken by espeak-ng, 16 kHz float."""
-    return np.frombuffer(pcm(text, rate=RATE), "<i2").astype(np.float32) / 32768
-
-
-def second_turn(decoder: WindowDecoder, words: list[str]) -> tuple[Item, np.ndarray]:
-    """A turn of SECOND heard after FIRST's end, ``words`` of it already sent."""
+def second_turn(decoder: WindowDecoder) -> tuple[Item, np.ndarray]:
+    """A turn of SECOND heard after FIRST's end, none of its words sent yet."""
     first = np.concatenate([speech(FIRST), np.zeros(RATE // 2, np.float32)])
     context = turn_end(decoder, first, FIRST, seconds=5)
     assert context is not None and context.words[-1] == "dog."
-    item = Item("item_test", 0, 0, context=context)
-    item.words, item.window_words = list(words), len(words)
-    item.transcript = item.window_text = " ".join(words)
-    return item, np.concatenate([speech(SECOND), np.zeros(RATE // 2, np.float32)])
+    turn = np.concatenate([speech(SECOND), np.zeros(RATE // 2, np.float32)])
+    return Item("item_test", 0, 0, context=context), turn
 
 
 def hear(spy: Recording, item: Item, audio: np.ndarray, *, timed: bool) -> list[str]:
@@ -144,7 +142,7 @@ def test_a_short_turn_the_context_hides_is_heard_alone_at_its_end(
     decoder: WindowDecoder,
 ) -> None:
     spy = Recording(decoder, stop="dog")
-    item, audio = second_turn(decoder, [])
+    item, audio = second_turn(decoder)
     short = audio[: int(0.8 * RATE)]  # under CONTEXT_SILENT_SECONDS: partials wait for more
     assert hear(spy, item, short, timed=True) == []
     assert item.context is not None and len(spy.calls) == 1
