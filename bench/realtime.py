@@ -58,6 +58,7 @@ METHODS = {
     # default before session 25: EXTRACTOR_REALTIME_CONTEXT_SECONDS=0).
     "turn-alone": ("--realtime-min-window-seconds", "10", "--realtime-context-seconds", "0"),
     "full-window": ("--realtime-min-window-seconds", "30"),
+    "slide-12": ("--realtime-min-window-seconds", "10", "--realtime-slide-seconds", "12"),
     # Between the two (session 15, measured, not adopted; not run unless named in --methods):
     # LibriVox over 12 stream placements in-process 4.34% against the short window's 5.75%,
     # for 1.3-1.6x the CPU and a later end of turn (bench/realtime.md).

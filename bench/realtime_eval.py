@@ -304,6 +304,7 @@ def main() -> None:
     parser.add_argument("--prompt-words", type=int, default=None)
     parser.add_argument("--context", type=float, default=None)
     parser.add_argument("--long-window", type=float, default=None)
+    parser.add_argument("--slide", type=float, nargs=2, default=None, metavar=("PAST", "KEEP"))
     parser.add_argument("--min-window", type=float, default=10.0)
     parser.add_argument(
         "--final-window", type=float, default=None,
@@ -340,6 +341,8 @@ def main() -> None:
         margin_all=not args.margin_newest,
         patience=base.patience if args.patience is None else args.patience,
         context_seconds=base.context_seconds if args.context is None else args.context,
+        slide_seconds=args.slide[0] if args.slide else base.slide_seconds,
+        slide_keep=args.slide[1] if args.slide else base.slide_keep,
     )
     decoder = WindowDecoder(None, threads=2, min_window_seconds=args.min_window)
     decoder.load()

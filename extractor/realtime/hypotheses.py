@@ -16,12 +16,18 @@ pass, so they are asked for only then).
 
 from __future__ import annotations
 
+import logging
+import re
+
 import numpy as np
 
+from ..errors import EngineFailure
 from .audio import SAMPLE_RATE
 from .decoder import PAD_SECONDS, WindowDecoder
 from .items import Context, DecodePolicy, Item
 from .repeats import unrepeated
+
+log = logging.getLogger(__name__)
 
 CONTEXT_SILENT_SECONDS = 1.0  # a partial decode this far into a turn hearing nothing after the
 # context: the turn is heard without it (a final decode: however short the turn)
@@ -43,6 +49,40 @@ def turn_end(
     ends = decoder.word_ends(audio, text)
     words = text.split()
     return Context.of(audio, words, ends, seconds) if len(ends) == len(words) else None
+
+
+def slide(decoder: WindowDecoder, policy: DecodePolicy, item: Item, audio: np.ndarray) -> None:
+    """A window past ``policy.slide_seconds`` of ``audio`` (its audio so far) starts anew at
+    the first word sent in its last ``policy.slide_keep`` seconds, by Whisper's alignment of
+    the window's words, which stay forced from there on. A forced word costs the decoder a
+    step (CTranslate2 steps through a prefix), dearer the longer the window: a long turn's
+    decodes and its end then wait less. Unchanged where every word sent starts before, or
+    the alignment does not fit the words (tried again once more words are sent)."""
+    tried = (item.window, item.window_words)
+    long = len(audio) > policy.slide_seconds * SAMPLE_RATE
+    if (
+        not (policy.slide_seconds > 0 and long and item.context is None)
+        or item.slide_tried == tried
+    ):
+        return
+    item.slide_tried = tried
+    pieces = list(re.finditer(r"\S+", item.window_text))
+    heard = audio[: max(item.sent_heard_at - item.window, 0)]  # holds every word sent
+    if len(pieces) < 2 or len(pieces) != item.window_words or not len(heard):
+        return
+    try:
+        ends = decoder.word_ends(heard, item.window_text)
+    except EngineFailure as exc:
+        log.warning("a live alignment failed", extra={"error": str(exc)})
+        return
+    limit = len(audio) - policy.slide_keep * SAMPLE_RATE
+    # A word's start is the end of the word before it (as Context.of reads them).
+    first = next((k for k in range(1, len(ends)) if ends[k - 1] * SAMPLE_RATE >= limit), None)
+    if first is None or len(ends) != len(pieces):
+        return
+    item.window += int(ends[first - 1] * SAMPLE_RATE)
+    item.window_text = item.window_text[pieces[first].start() - 1 :]  # " word ...", as sent
+    item.window_words -= first
 
 
 def hypothesis(

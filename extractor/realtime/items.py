@@ -42,6 +42,10 @@ class DecodePolicy:
     # seconds of the previous turn's end (its audio, its words forced as the decoder's
     # prefix) heard before a turn's first window (0: each turn heard alone)
     context_seconds: float = _declared("realtime_context_seconds")
+    # seconds of audio past which a window starts anew at a word sent in its last
+    # ``slide_keep`` seconds, those words forced (0: never)
+    slide_seconds: float = _declared("realtime_slide_seconds")
+    slide_keep: float = 7.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DecodePolicy:
@@ -54,6 +58,7 @@ class DecodePolicy:
             patience=settings.realtime_agreement_patience,
             margin=settings.realtime_word_margin_seconds,
             context_seconds=settings.realtime_context_seconds,
+            slide_seconds=settings.realtime_slide_seconds,
         )
 
     def new_agreement(self) -> LocalAgreement:
@@ -117,6 +122,7 @@ class Item:
     sent_heard_at: int = 0  # end of the audio the decode that first had the last words sent heard
     stalled: int = 0  # partial decodes in a row that heard nothing after the window's words
     context: Context | None = None  # the previous turn's end, heard before the first window
+    slide_tried: tuple[int, int] = (-1, -1)  # (window, window_words) a slide was last tried at
 
     def new_window(self, start: int) -> None:
         """Decode from ``start`` on with nothing forced (the words sent become the prompt)."""

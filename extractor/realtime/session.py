@@ -35,7 +35,7 @@ from .agreement import comparable
 from .audio import SAMPLE_RATE, AudioInput
 from .decoder import WindowDecoder
 from .events import ProtocolError, ServerVad, SessionConfig
-from .hypotheses import hypothesis, turn_end
+from .hypotheses import hypothesis, slide, turn_end
 from .items import Context, DecodePolicy, Item
 from .turns import TurnDetector
 
@@ -360,6 +360,7 @@ class Session:
             except EngineFailure as exc:
                 log.warning("a live final decode failed", extra={"error": str(exc)})
             return
+        slide(self.decoder, self.policy, item, self._span(item.window, self.position))
         try:
             heard, slack = self._decode(item, self.position, self.policy.partial_beam, timed=True)
         except EngineFailure as exc:  # the turn's final decode will say it failed
