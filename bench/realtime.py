@@ -41,12 +41,12 @@ import av
 import numpy as np
 from websockets.sync.client import connect
 
-from bench import datasets
+from bench import datasets, talks
 from bench.accuracy_score import normalize_speech, speech_errors
 from bench.server import Server, cpu_seconds, group_status_sums
 from extractor import samples
 from extractor.realtime.items import DecodePolicy
-from extractor.samples.conversations import conversation
+from extractor.samples.conversations import Conversation, conversation
 
 log = logging.getLogger("bench.realtime")
 RATE = 24_000
@@ -58,7 +58,9 @@ METHODS = {
     # default before session 25: EXTRACTOR_REALTIME_CONTEXT_SECONDS=0).
     "turn-alone": ("--realtime-min-window-seconds", "10", "--realtime-context-seconds", "0"),
     "full-window": ("--realtime-min-window-seconds", "30"),
-    "slide-12": ("--realtime-min-window-seconds", "10", "--realtime-slide-seconds", "12"),
+    # The short window growing with a long turn until a pause past 20 s, the default before
+    # session 27 (EXTRACTOR_REALTIME_SLIDE_SECONDS=0; not run unless named in --methods).
+    "no-slide": ("--realtime-min-window-seconds", "10", "--realtime-slide-seconds", "0"),
     # Between the two (session 15, measured, not adopted; not run unless named in --methods):
     # LibriVox over 12 stream placements in-process 4.34% against the short window's 5.75%,
     # for 1.3-1.6x the CPU and a later end of turn (bench/realtime.md).
@@ -116,16 +118,24 @@ def recordings() -> list[Recording]:
     librivox = Recording(
         "librivox", to_pcm24(np.concatenate(audio), 16_000), " ".join(texts), pieces
     )
-    talk = conversation(turns=6, seed=3)
+    return [librivox, _talk("espeak-talk", conversation(turns=6, seed=3))]
+
+
+def _talk(name: str, talk: Conversation) -> Recording:
     wav, rate = samples.decode_wav(talk.wav())
     lead = np.zeros(int(rate * 1.0), np.float32)
-    espeak = Recording(
-        "espeak-talk",
+    return Recording(
+        name,
         to_pcm24(np.concatenate([lead, wav[0], lead]), rate),
         " ".join(t.text for t in talk.turns),
         [(1.0 + t.start, 1.0 + t.end, t.text) for t in talk.turns],
     )
-    return [librivox, espeak]
+
+
+def held_out(name: str) -> Recording:
+    """``talk-test-N``: bench/talks.py's held-out talk N (the in-process set's, bench/realtime_eval.py),
+    streamed as the others are; only where named in ``--recordings``."""
+    return _talk(name, talks.talk("test", int(name.removeprefix("talk-test-"))).conversation)
 
 
 def reference_words(recording: Recording) -> list[tuple[str, float]]:
@@ -356,13 +366,14 @@ def main() -> None:
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 2, 3, 4])
     parser.add_argument(
         "--methods", nargs="+", choices=list(METHODS),
-        default=[m for m in METHODS if m not in ("window-15", "strict")],
+        default=[m for m in METHODS if m not in ("window-15", "strict", "no-slide")],
     )  # fmt: skip
     parser.add_argument("--recordings", nargs="+", default=["librivox", "espeak-talk"])
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("realtime.md"))
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     chosen = [r for r in recordings() if r.name in args.recordings]
+    chosen += [held_out(name) for name in args.recordings if name.startswith("talk-test-")]
     for recording in chosen:
         recording.words = reference_words(recording)
     png = samples.encode_image(samples.text_page(["Invoice 4417", "Harbor Street"]).image, "PNG")
@@ -420,7 +431,9 @@ def write_report(
         f" policy, LocalAgreement-{policy.agreement} every {policy.step_seconds} s of new audio"
         f" (the newest two decodes after {policy.patience} in a row agreed on nothing new),"
         f" beam {policy.partial_beam}, the turn's end decoded during the pause, a turn heard"
-        f" after the last {policy.context_seconds:g} s of the one before (as fits in the window);"
+        f" after the last {policy.context_seconds:g} s of the one before (as fits in the window),"
+        f" a window past {policy.slide_seconds:g} s started anew at a word sent in its last"
+        f" {policy.slide_keep:g} s; **no-slide** (when measured): windows grow to a pause past 20 s;"
         " **turn-alone**: the short window, each turn heard alone (context 0);"
         " **strict** (when measured): the short window, always three agreeing decodes (patience 0);"
         " **margin**: the short window, LocalAgreement-2 and a 0.3 s word-end margin.",

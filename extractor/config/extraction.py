@@ -309,12 +309,13 @@ class Settings(JobSettings, EngineSettings):
         at_least=1,
     )
     realtime_slide_seconds: float = setting(
-        0.0,
+        12.0,
         "seconds",
-        "When above 0, a live turn's window longer than this (seconds of audio) starts anew at"
-        " a word already sent in its last 7 s, those words forced as the decoder's prefix: a"
-        " forced word costs a decoder step, dearer the longer the window, so a long turn's"
-        " decodes (and its end) wait less; 0: a window grows until a pause past 20 s"
+        "A live turn's window longer than this (seconds of audio) starts anew at a word already"
+        " sent in its last 7 s, those words forced as the decoder's prefix: a forced word costs"
+        " a decoder step, dearer the longer the window, so a long turn's decodes and its end"
+        " wait less (the espeak-ng talk's end-of-turn p95 1.10 s against 1.38 s, held-out talks"
+        " as accurate, 10-19% less CPU); 0: a window grows until a pause past 20 s"
         " (bench/realtime.md).",
         at_least=0,
         at_most=25,

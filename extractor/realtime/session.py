@@ -14,7 +14,7 @@ VAD still runs, so silence is never decoded and a pause finalizes what came befo
 committed buffer with no speech in it completes with an empty transcript and no decode at
 all: no "Thank you." out of silence. A turn longer than ``LONG_WINDOW_SECONDS`` is decoded in
 windows cut at its pauses (Whisper hears at most 30 s at once), the text before a window
-being the decoder's prompt.
+being the decoder's prompt; with ``DecodePolicy.slide_seconds``, sooner (``hypotheses.slide``).
 """
 
 from __future__ import annotations
