@@ -75,10 +75,12 @@ def slide(decoder: WindowDecoder, policy: DecodePolicy, item: Item, audio: np.nd
     except EngineFailure as exc:
         log.warning("a live alignment failed", extra={"error": str(exc)})
         return
+    if len(ends) != len(pieces):
+        return
     limit = len(audio) - policy.slide_keep * SAMPLE_RATE
     # A word's start is the end of the word before it (as Context.of reads them).
     first = next((k for k in range(1, len(ends)) if ends[k - 1] * SAMPLE_RATE >= limit), None)
-    if first is None or len(ends) != len(pieces):
+    if first is None:
         return
     item.window += int(ends[first - 1] * SAMPLE_RATE)
     item.window_text = item.window_text[pieces[first].start() - 1 :]  # " word ...", as sent
