@@ -250,11 +250,11 @@ def _check_append_only(events: list[dict[str, Any]]) -> None:
             assert deltas.get(event["item_id"], "") == event["transcript"], event
 
 
-def whole_file(recording: Recording) -> str:
+def whole_file(recording: Recording, threads: int) -> str:
     from extractor.asr.base import TranscribeOptions
     from extractor.asr.faster import FasterWhisperEngine
 
-    engine = _ENGINE.setdefault("engine", FasterWhisperEngine(None, threads=2))
+    engine = _ENGINE.setdefault("engine", FasterWhisperEngine(None, threads=threads))
     result = engine.transcribe(recording.audio, TranscribeOptions(language="en"))
     return " ".join(s.text for s in result.segments)
 
@@ -298,6 +298,13 @@ def main() -> None:
     parser.add_argument("--hold-back", type=int, default=None)
     parser.add_argument("--repeat-words", type=int, default=None)
     parser.add_argument("--step", type=float, default=None)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CTranslate2 threads per decode (the server's default, EXTRACTOR_REALTIME_THREADS, is"
+        " 1; 2 ran a decode 2.2x slower than 1 on an Intel Xeon host, session 27)",
+    )
     parser.add_argument("--margin", type=float, default=None)
     parser.add_argument("--margin-newest", action="store_true")
     parser.add_argument("--patience", type=int, default=None)
@@ -344,7 +351,7 @@ def main() -> None:
         slide_seconds=args.slide[0] if args.slide else base.slide_seconds,
         slide_keep=args.slide[1] if args.slide else base.slide_keep,
     )
-    decoder = WindowDecoder(None, threads=2, min_window_seconds=args.min_window)
+    decoder = WindowDecoder(None, threads=args.threads, min_window_seconds=args.min_window)
     decoder.load()
     refs, streamed, whole = [], [], []
     all_waited: list[float] = []
@@ -372,7 +379,7 @@ def main() -> None:
         wer = speech_errors([recording.text], [text])
         line = f"{recording.name}: {recording.seconds:.0f} s, streamed WER {wer.wer:.1%}"
         if not args.no_whole:
-            whole.append(whole_file(recording))
+            whole.append(whole_file(recording, args.threads))
             line += f", whole {speech_errors([recording.text], [whole[-1]]).wer:.1%}"
         cost = f"decode {decoding / recording.seconds:.3f} s per audio s"
         line += f", waited p50/p90 {_pct(waited, 50):.2f}/{_pct(waited, 90):.2f} s"
