@@ -6,7 +6,9 @@ Tesseract and PDFium, on small limits so that ordinary pages are "large"."""
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -159,3 +161,63 @@ def test_a_pdf_page_past_the_page_pixels_is_read_when_drawn_within_them(
     whole = post_file(make_app(ocr_max_pixels=0, **limits).test_client(), data, "plan.pdf")
     assert whole.status_code == 413
     assert "EXTRACTOR_MAX_PAGE_PIXELS" in whole.get_json()["error"]["message"]
+
+
+def _large_colour_png(page: Image.Image, path: Any) -> None:
+    """A 4000 x 4000 colour PNG (16 million pixels, 64 MB decoded) holding ``page``."""
+    canvas = Image.new("RGB", (4000, 4000), "white")
+    canvas.paste(page.convert("RGB"), (0, 0))
+    canvas.save(path, format="PNG", compress_level=1)
+
+
+def _kib(field: str) -> int:
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(rf"^{field}:\s+(\d+) kB", status, re.M).group(1))  # type: ignore[union-attr]
+
+
+def test_a_large_page_is_decoded_and_scaled_outside_the_worker(
+    page_one: samples.TextPage, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decoded whole, the page holds 64 MB (Pillow: 4 bytes a colour pixel), its grey copy 16
+    more: a process of its own (media.shrink) holds them, the calling one only its header."""
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 80_000_000)  # the default (an app sets it)
+    path = tmp_path / "large.png"
+    _large_colour_png(page_one.image, path)
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here on
+    before = _kib("VmRSS")
+    [page] = image_pages(path, tmp_path, 1, ocr_pixels=SMALL)
+    grew_mb = (_kib("VmHWM") - before) / 1024
+    assert grew_mb < 16, f"the calling process grew {grew_mb:.0f} MB"
+    assert page.derived and page.upload_size == (4000, 4000)
+    assert (page.width, page.height) == (1000, 1000)
+    with Image.open(page.path) as scaled:
+        assert scaled.mode == "L" and scaled.size == (1000, 1000)
+
+
+def test_a_large_page_past_the_scaling_memory_is_refused(
+    make_app: Callable[..., Flask], page_one: samples.TextPage, tmp_path: Any
+) -> None:
+    """The scaling process's address space is capped as the PDF renderer's: past it, a 413
+    naming the setting, and the worker carries on."""
+    path = tmp_path / "large.png"
+    _large_colour_png(page_one.image, path)
+    client = make_app(ocr_max_pixels=SMALL, pdf_render_memory_mb=100).test_client()
+    reply = post_file(client, path.read_bytes(), "large.png")
+    assert reply.status_code == 413, reply.get_data(as_text=True)
+    assert "EXTRACTOR_PDF_RENDER_MEMORY_MB" in reply.get_json()["error"]["message"]
+    again = post_file(client, encoded(page_one.image, "PNG"), "page.png")
+    assert [c["content"] for c in again.get_json()["cells"]] == PAGE_ONE
+
+
+def test_a_truncated_large_page_is_a_415_from_the_scaling_process(
+    make_app: Callable[..., Flask], page_one: samples.TextPage, tmp_path: Any
+) -> None:
+    """Its header reads (the worker counts its pixels), its pixels do not: the scaling process
+    says so, and the client gets a 415 naming the page."""
+    path = tmp_path / "large.png"
+    _large_colour_png(page_one.image, path)
+    data = path.read_bytes()
+    app = make_app(ocr_max_pixels=SMALL)
+    reply = post_file(app.test_client(), data[: len(data) // 2], "large.png")
+    assert reply.status_code == 415, reply.get_data(as_text=True)
+    assert "page 1 of the image could not be decoded" in reply.get_json()["error"]["message"]

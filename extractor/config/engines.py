@@ -83,8 +83,9 @@ class EngineSettings(SettingsBase):
     pdf_render_memory_mb: int = setting(
         1024,
         "MB",
-        "Address space (MB) the process rendering one PDF may use (a 300 dpi scanned A4 page"
-        " peaks ~110 MB); a page that needs more is refused with a 413.",
+        "Address space (MB) the process rendering one PDF, or scaling one image's pages past"
+        " EXTRACTOR_OCR_MAX_PIXELS, may use (a 300 dpi scanned A4 page peaks ~110 MB, a 20"
+        " million pixel colour PNG ~150 MB); a page that needs more is refused with a 413.",
         at_least=1,
     )
     ocr_in_process: bool = setting(

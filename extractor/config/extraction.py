@@ -175,9 +175,10 @@ class Settings(JobSettings, EngineSettings):
         80_000_000,
         "pixels",
         "Most pixels one image or TIFF frame may have (413). An image other than a JPEG is"
-        " decoded whole before it is scaled to EXTRACTOR_OCR_MAX_PIXELS, so its pixels count as"
-        " the bytes each takes: twice bilevel or palette, 4 times in colour (a colour PNG or"
-        " TIFF of 20 million); the default keeps a worker under 300 MB (bench/memory.md). A PDF"
+        " decoded whole before it is scaled to EXTRACTOR_OCR_MAX_PIXELS (in a process of its"
+        " own, capped by EXTRACTOR_PDF_RENDER_MEMORY_MB), so its pixels count as the bytes each"
+        " takes: twice bilevel or palette, 4 times in colour (a colour PNG or TIFF of 20"
+        " million); the default keeps that process under ~200 MB (bench/memory.md). A PDF"
         " page is drawn in at most EXTRACTOR_OCR_MAX_PIXELS whatever its size (with that at 0,"
         " a page past this limit at EXTRACTOR_PDF_DPI is refused).",
         at_least=1,

@@ -97,41 +97,62 @@ def weight(image: Image.Image) -> int:
     return 2 if image.mode in ("1", "P") else 4
 
 
-def image_pages(path: Path, workdir: Path, max_pages: int, ocr_pixels: int = 0) -> list[PageImage]:
+def image_pages(
+    path: Path, workdir: Path, max_pages: int, ocr_pixels: int = 0, *, memory_mb: int = 1024,
+    deadline: float | None = None,
+) -> list[PageImage]:  # fmt: skip
     """Split an image into pages (every TIFF frame is one), re-encoding only what Tesseract
-    cannot read as it is (GIF, WebP, rotated JPEGs, unusual modes), and scaling down to
-    ``ocr_pixels`` a page with more (0: never; see ``_scaled``)."""
+    cannot read as it is (GIF, WebP, rotated JPEGs, unusual modes). A page with more than
+    ``ocr_pixels`` (0: never) is scaled down to that many in a process of its own
+    (``media.shrink``, its address space capped at ``memory_mb``, killed at ``deadline``), so
+    its pixels decoded whole never stand in the worker."""
     with _pillow_errors("the image"), Image.open(path) as image:
         check_pixels(image.width, image.height, "the image", weight(image))
         frames = getattr(image, "n_frames", 1) if image.format == "TIFF" else 1
         if frames > max_pages:
             raise TooManyPages(f"the image has {frames} pages; the limit is {max_pages}")
-        orientation = image.getexif().get(0x0112, 1) if image.format == "JPEG" else 1
-        rotated = orientation != 1
+        orientation = _orientation(image)
         if (
             frames == 1
             and image.format in TESSERACT_NATIVE
             and image.mode in TESSERACT_NATIVE_MODES
-            and not rotated
+            and orientation == 1
             and not _over(image.size, ocr_pixels)
         ):
             image.load()  # decode fully once: a truncated file is a 415 here, not in Tesseract
             return [PageImage(0, path, image.width, image.height)]
-        pages = []
+        pages, large = [], []
         for index in range(frames):
             image.seek(index)
-            what = f"page {index + 1} of the image"
-            check_pixels(image.width, image.height, what, weight(image))
-            upload = image.size[::-1] if orientation in (5, 6, 7, 8) else image.size
-            scale = _over(upload, ocr_pixels)
-            if scale:  # a JPEG is decoded in grey at 1/2-1/8 by libjpeg: never whole
-                image.draft("L", _fit(image.size, ocr_pixels))
-            frame = ImageOps.exif_transpose(image) if rotated else image
-            if scale:
-                frame = _scaled(frame, _fit(upload, ocr_pixels))
-            target = workdir / f"page-{index}.pnm"
-            pages.append(_save_for_tesseract(frame, target, index, upload))
-        return pages
+            check_pixels(image.width, image.height, f"page {index + 1} of the image", weight(image))
+            if _over(image.size, ocr_pixels):
+                large.append(index)
+                continue
+            frame = ImageOps.exif_transpose(image) if orientation != 1 else image
+            pages.append(_save_for_tesseract(frame, workdir / f"page-{index}.pnm", index))
+    if large:
+        from extractor.media.shrink import shrunk
+
+        pages += shrunk(path, workdir, large, ocr_pixels, memory_mb, deadline)
+    return sorted(pages, key=lambda page: page.index)
+
+
+def scale_frame(path: Path, workdir: Path, index: int, ocr_pixels: int) -> PageImage:
+    """Page ``index`` of the image at ``path`` in grey, scaled to ``ocr_pixels`` (``_scaled``)
+    into ``workdir``: what ``media.shrink`` runs, in its own process."""
+    with _pillow_errors(f"page {index + 1} of the image"), Image.open(path) as image:
+        image.seek(index)
+        orientation = _orientation(image)
+        upload = image.size[::-1] if orientation in (5, 6, 7, 8) else image.size
+        image.draft("L", _fit(image.size, ocr_pixels))  # a JPEG: decoded at 1/2-1/8, in grey
+        frame = ImageOps.exif_transpose(image) if orientation != 1 else image
+        frame = _scaled(frame, _fit(upload, ocr_pixels))
+        return _save_for_tesseract(frame, workdir / f"page-{index}.pnm", index, upload)
+
+
+def _orientation(image: Image.Image) -> int:
+    """A JPEG's EXIF orientation (1: as stored); other formats are read as stored."""
+    return image.getexif().get(0x0112, 1) if image.format == "JPEG" else 1
 
 
 def _over(size: tuple[int, int], pixels: int) -> bool:

@@ -7,7 +7,6 @@ import logging
 import os
 import select
 import signal
-import site
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from extractor.errors import (
     UnsupportedMedia,
 )
 from extractor.media.images import PageImage
+from extractor.media.shrink import child_environ
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class PdfPages:
         try:
             self._process = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                close_fds=True, bufsize=0, env=_renderer_environ(),
+                close_fds=True, bufsize=0, env=child_environ(),
             )  # fmt: skip
         except BaseException:
             self._stderr.close()
@@ -264,14 +264,3 @@ _SIGNALS = {s.value for s in signal.Signals}
 _CRASHES = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE,
             signal.SIGTRAP}  # fmt: skip
 CLOSE_WAIT = 2.0  # seconds a renderer gets to exit on EOF before it is killed
-
-
-def _renderer_environ() -> dict[str, str]:
-    """This environment, with the directory holding this ``extractor`` package first on
-    PYTHONPATH, so the renderer runs the same code (a source tree, not an installed copy)."""
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parent.parent.parent)
-    installed = {str(Path(p).resolve()) for p in site.getsitepackages()}
-    if root not in installed:  # a site-packages dir first on the path would shadow the stdlib
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    return env

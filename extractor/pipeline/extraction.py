@@ -162,18 +162,16 @@ class Extractor:
         self, path: Path, name: str, sniffed: Sniffed, workdir: Path, deadline: float,
         timings: Timings, options: ExtractionRequest, progress: Progress, job: bool = False,
     ) -> Document:  # fmt: skip
-        max_pages = self.settings.max_pages
+        settings = self.settings
         if sniffed.kind is MediaKind.PDF:
-            # PDFium runs in a renderer process of this document's own (media.PdfPages): the
-            # pages' pixels are rendered there, outside this worker's memory, and written into
-            # the workdir; Tesseract reads them as any other document's pages (_ocr_pages).
-            # A page past EXTRACTOR_PDF_PAGE_TIMEOUT kills that process, nobody else's.
+            # PDFium runs in a renderer process of this document's own (media.PdfPages): pages
+            # are rendered there, outside this worker's memory, into the workdir, and read as any
+            # others (_ocr_pages). A page past EXTRACTOR_PDF_PAGE_TIMEOUT kills that process.
             with timings.stage("decode"):
                 pdf = PdfPages(
-                    path, workdir, self.settings.pdf_dpi, max_pages,
-                    page_timeout=self.settings.pdf_page_timeout, deadline=deadline,
-                    memory_mb=self.settings.pdf_render_memory_mb,
-                    fit_pixels=self.settings.ocr_max_pixels,
+                    path, workdir, settings.pdf_dpi, settings.max_pages,
+                    page_timeout=settings.pdf_page_timeout, deadline=deadline,
+                    memory_mb=settings.pdf_render_memory_mb, fit_pixels=settings.ocr_max_pixels,
                 )  # fmt: skip
             try:
                 # The renderer works ahead of the readers: a page is rendered while the ones
@@ -191,7 +189,10 @@ class Extractor:
                 pdf.close()
         else:
             with timings.stage("decode"):
-                images = image_pages(path, workdir, max_pages, self.settings.ocr_max_pixels)
+                images = image_pages(  # pages past EXTRACTOR_OCR_MAX_PIXELS: media.shrink
+                    path, workdir, settings.max_pages, settings.ocr_max_pixels,
+                    memory_mb=settings.pdf_render_memory_mb, deadline=deadline,
+                )  # fmt: skip
             document = self._assemble(
                 name, len(images), workdir,
                 self._ocr_pages(
@@ -199,9 +200,8 @@ class Extractor:
                 ),
             )  # fmt: skip
         if len(document.pages) > 1 and self.settings.ocr_in_process_pages:
-            # Pages leave 15-20 MB in the warm API and its heap (a 10-page 300 dpi PDF: 242 MB
-            # after, 224 MB once renewed), which the next transcription's peak would stand on;
-            # ~50 ms once per document gives it back. A single image keeps its API as it is.
+            # Pages leave 15-20 MB in the warm API and its heap (10 pages at 300 dpi: 242 MB,
+            # renewed 224) under the next transcription's peak: ~50 ms a document. Not an image.
             with timings.stage("renew"):
                 self.ocr.renew()
         return document

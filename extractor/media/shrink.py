@@ -1,0 +1,144 @@
+"""An image's pages past ``EXTRACTOR_OCR_MAX_PIXELS``, scaled down in a short-lived process.
+
+A large page is decoded whole before it can be scaled (only a JPEG decodes smaller, by
+libjpeg): a 20-million-pixel colour PNG holds 80 MB decoded, its grey copy 20 MB and the
+resize's rows ~15 MB more. In the worker those stood on top of its model and heap, and took
+it past 300 MB on an Intel host (328 MB for a 20 MP colour TIFF, bench/results.md, session
+28). ``image_pages`` hands such pages to this module instead, once per upload, so their
+pixels live and die in a process of their own, capped like the PDF renderer's
+(``EXTRACTOR_PDF_RENDER_MEMORY_MB``, ``RLIMIT_AS``), and the worker only ever holds the
+scaled grey page Tesseract reads:
+
+    python -m extractor.media.shrink IMAGE OUTDIR FIT_PIXELS MAX_PIXELS MEMORY_MB INDEX...
+
+MAX_PIXELS is the worker's ``EXTRACTOR_MAX_PAGE_PIXELS`` (Pillow's bomb guard here; 0: none),
+which the worker has already counted every page against.
+
+One JSON object per line on stdout, per page INDEX in order: ``{"page": i, "path": ...,
+"width": W, "height": H, "upload": [UW, UH]}`` once page ``i`` is written into OUTDIR in
+grey, scaled from UW x UH to W x H (at most FIT_PIXELS), or ``{"error": KIND, "message":
+...}`` (KIND: ``unsupported`` or ``too_large``) and no more lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import site
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from extractor.errors import (
+    EngineTimeout,
+    EngineUnavailable,
+    ExtractorError,
+    PayloadTooLarge,
+    UnsupportedMedia,
+)
+from extractor.media import pdfrender
+from extractor.media.images import PageImage, scale_frame
+
+USAGE = (
+    "usage: python -m extractor.media.shrink IMAGE OUTDIR FIT_PIXELS MAX_PIXELS MEMORY_MB INDEX..."
+)
+_ERRORS: dict[str, type[ExtractorError]] = {
+    "unsupported": UnsupportedMedia,
+    "too_large": PayloadTooLarge,
+}
+
+
+def shrunk(
+    path: Path, workdir: Path, indices: list[int], fit_pixels: int, memory_mb: int,
+    deadline: float | None,
+) -> list[PageImage]:  # fmt: skip
+    """Pages ``indices`` of the image at ``path``, scaled to ``fit_pixels`` by this module
+    run as a process of its own; at ``deadline`` it is killed (a 504)."""
+    command = [sys.executable, "-m", __name__, str(path), str(workdir), str(fit_pixels)]
+    command += [str(Image.MAX_IMAGE_PIXELS or 0), str(memory_mb), *map(str, indices)]
+    timeout = None if deadline is None else max(deadline - time.monotonic(), 0.1)
+    try:
+        done = subprocess.run(
+            command, capture_output=True, timeout=timeout, env=child_environ(), check=False
+        )
+    except subprocess.TimeoutExpired as exc:  # run() has killed and reaped it
+        raise EngineTimeout("scaling the image's large pages ran past the deadline") from exc
+    except OSError as exc:
+        raise EngineUnavailable(f"the process scaling large pages could not start: {exc}") from exc
+    pages = []
+    for line in done.stdout.splitlines():
+        reply: dict[str, Any] = json.loads(line)
+        if "error" in reply:
+            raise _ERRORS[reply["error"]](reply["message"])
+        upload = int(reply["upload"][0]), int(reply["upload"][1])
+        size = int(reply["width"]), int(reply["height"])
+        pages.append(PageImage(int(reply["page"]), Path(reply["path"]), *size, True, upload))
+    if len(pages) == len(indices):
+        return pages
+    return _died(done, memory_mb)
+
+
+def child_environ() -> dict[str, str]:
+    """This environment, with the directory holding this ``extractor`` package first on
+    PYTHONPATH, so a child process (this module's, the PDF renderer) runs the same code (a
+    source tree, not an installed copy)."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent.parent)
+    installed = {str(Path(p).resolve()) for p in site.getsitepackages()}
+    if root not in installed:  # a site-packages dir first on the path would shadow the stdlib
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    return env
+
+
+def _died(done: subprocess.CompletedProcess[bytes], memory_mb: int) -> list[PageImage]:
+    """What a scaling process that ended without answering for every page means (as
+    ``PdfPages._death`` reads the PDF renderer's): out of memory a 413, a crash a 415."""
+    status, tail = done.returncode, done.stderr[-2000:].decode(errors="replace")
+    if status == -signal.SIGKILL or "MemoryError" in tail:
+        raise PayloadTooLarge(_memory(memory_mb))
+    if status is not None and status < 0:
+        raise UnsupportedMedia(f"the image could not be scaled (signal {-status})")
+    raise EngineUnavailable(
+        f"the process scaling large pages failed (exit status {status}): {tail}"
+    )
+
+
+def _memory(megabytes: int) -> str:
+    return (
+        "the image needs more memory to scale than EXTRACTOR_PDF_RENDER_MEMORY_MB allows"
+        f" ({megabytes} MB)"
+    )
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 6:
+        print(USAGE, file=sys.stderr)
+        return 2
+    path, outdir, fit, max_pixels, memory, *indices = argv
+    Image.MAX_IMAGE_PIXELS = int(max_pixels) or None
+    pdfrender.limit_memory(int(memory))
+    pdfrender.die_with_parent()
+    out = sys.stdout.buffer
+    try:
+        for index in map(int, indices):
+            page = scale_frame(Path(path), Path(outdir), index, int(fit))
+            pdfrender.answer(
+                out,
+                {"page": page.index, "path": str(page.path), "width": page.width,
+                 "height": page.height, "upload": list(page.shown_size)},
+            )  # fmt: skip
+    except MemoryError:
+        pdfrender.answer(out, {"error": "too_large", "message": _memory(int(memory))})
+    except (UnsupportedMedia, PayloadTooLarge) as exc:
+        kind = "too_large" if isinstance(exc, PayloadTooLarge) else "unsupported"
+        pdfrender.answer(out, {"error": kind, "message": str(exc)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
