@@ -23,11 +23,10 @@ from extractor.errors import (
     EngineUnavailable,
     ExtractorError,
     PayloadTooLarge,
-    TooManyPages,
     UnsupportedMedia,
 )
 from extractor.media.images import PageImage
-from extractor.media.shrink import child_environ
+from extractor.media.shrink import CHILD_ERRORS, child_environ
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +147,7 @@ class PdfPages:
         except ValueError:
             reply = {"error": "unsupported", "message": f"{what}: unreadable answer {line!r}"}
         if "error" in reply:
-            kind = _RENDER_ERRORS.get(reply["error"], UnsupportedMedia)
+            kind = CHILD_ERRORS.get(reply["error"], UnsupportedMedia)
             raise kind(str(reply.get("message") or what))  # the renderer serves on: no _fail
         return dict(reply)
 
@@ -255,11 +254,6 @@ class PdfPages:
         )  # fmt: skip
 
 
-_RENDER_ERRORS: dict[str, type[ExtractorError]] = {
-    "unsupported": UnsupportedMedia,
-    "too_large": PayloadTooLarge,
-    "too_many_pages": TooManyPages,
-}
 _SIGNALS = {s.value for s in signal.Signals}
 _CRASHES = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE,
             signal.SIGTRAP}  # fmt: skip

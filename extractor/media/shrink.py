@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from PIL import Image
 
@@ -39,6 +39,7 @@ from extractor.errors import (
     EngineUnavailable,
     ExtractorError,
     PayloadTooLarge,
+    TooManyPages,
     UnsupportedMedia,
 )
 from extractor.media import pdfrender
@@ -47,9 +48,11 @@ from extractor.media.images import PageImage, scale_frame
 USAGE = (
     "usage: python -m extractor.media.shrink IMAGE OUTDIR FIT_PIXELS MAX_PIXELS MEMORY_MB INDEX..."
 )
-_ERRORS: dict[str, type[ExtractorError]] = {
+# The error kinds a child process (this module, the PDF renderer) answers with.
+CHILD_ERRORS: dict[str, type[ExtractorError]] = {
     "unsupported": UnsupportedMedia,
     "too_large": PayloadTooLarge,
+    "too_many_pages": TooManyPages,
 }
 
 
@@ -74,13 +77,13 @@ def shrunk(
     for line in done.stdout.splitlines():
         reply: dict[str, Any] = json.loads(line)
         if "error" in reply:
-            raise _ERRORS[reply["error"]](reply["message"])
+            raise CHILD_ERRORS[reply["error"]](reply["message"])
         upload = int(reply["upload"][0]), int(reply["upload"][1])
         size = int(reply["width"]), int(reply["height"])
         pages.append(PageImage(int(reply["page"]), Path(reply["path"]), *size, True, upload))
-    if len(pages) == len(indices):
-        return pages
-    return _died(done, memory_mb)
+    if len(pages) != len(indices):
+        _died(done, memory_mb)
+    return pages
 
 
 def child_environ() -> dict[str, str]:
@@ -95,7 +98,7 @@ def child_environ() -> dict[str, str]:
     return env
 
 
-def _died(done: subprocess.CompletedProcess[bytes], memory_mb: int) -> list[PageImage]:
+def _died(done: subprocess.CompletedProcess[bytes], memory_mb: int) -> NoReturn:
     """What a scaling process that ended without answering for every page means (as
     ``PdfPages._death`` reads the PDF renderer's): out of memory a 413, a crash a 415."""
     status, tail = done.returncode, done.stderr[-2000:].decode(errors="replace")
@@ -135,7 +138,7 @@ def main(argv: list[str]) -> int:
     except MemoryError:
         pdfrender.answer(out, {"error": "too_large", "message": _memory(int(memory))})
     except (UnsupportedMedia, PayloadTooLarge) as exc:
-        kind = "too_large" if isinstance(exc, PayloadTooLarge) else "unsupported"
+        kind = next(kind for kind, error in CHILD_ERRORS.items() if isinstance(exc, error))
         pdfrender.answer(out, {"error": kind, "message": str(exc)})
     return 0
 
