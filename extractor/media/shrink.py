@@ -23,6 +23,7 @@ grey, scaled from UW x UH to W x H (at most FIT_PIXELS), or ``{"error": KIND, "m
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import site
@@ -44,6 +45,8 @@ from extractor.errors import (
 )
 from extractor.media import pdfrender
 from extractor.media.images import PageImage, scale_frame
+
+log = logging.getLogger(__name__)
 
 USAGE = (
     "usage: python -m extractor.media.shrink IMAGE OUTDIR FIT_PIXELS MAX_PIXELS MEMORY_MB INDEX..."
@@ -102,13 +105,13 @@ def _died(done: subprocess.CompletedProcess[bytes], memory_mb: int) -> NoReturn:
     """What a scaling process that ended without answering for every page means (as
     ``PdfPages._death`` reads the PDF renderer's): out of memory a 413, a crash a 415."""
     status, tail = done.returncode, done.stderr[-2000:].decode(errors="replace")
+    log.warning("the process scaling large pages died", extra={"status": status, "stderr": tail})
     if status == -signal.SIGKILL or "MemoryError" in tail:
         raise PayloadTooLarge(_memory(memory_mb))
     if status is not None and status < 0:
         raise UnsupportedMedia(f"the image could not be scaled (signal {-status})")
-    raise EngineUnavailable(
-        f"the process scaling large pages failed (exit status {status}): {tail}"
-    )
+    # Its stderr (a traceback naming the server's paths) goes to the log, not to the client.
+    raise EngineUnavailable(f"the process scaling large pages failed (exit status {status})")
 
 
 def _memory(megabytes: int) -> str:
