@@ -6,7 +6,10 @@ Tesseract and PDFium, on small limits so that ordinary pages are "large"."""
 from __future__ import annotations
 
 import io
+import os
 import re
+import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,7 @@ import pytest
 from flask import Flask
 from PIL import Image
 from support import PAGE_ONE, post_file
+from test_media_pages import renderers, wait_for_renderer
 from test_ocr import assert_boxes_where_drawn
 from test_ocr_rotation import share_of_words_on_their_ink
 
@@ -221,3 +225,41 @@ def test_a_truncated_large_page_is_a_415_from_the_scaling_process(
     reply = post_file(app.test_client(), data[: len(data) // 2], "large.png")
     assert reply.status_code == 415, reply.get_data(as_text=True)
     assert "page 1 of the image could not be decoded" in reply.get_json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("sent", "status", "said"),
+    [
+        # Stopped from outside (a shutdown, an operator): nothing to do with the file, retry.
+        (signal.SIGTERM, 503, "the process scaling large pages was stopped by SIGTERM; retry"),
+        # In production only the OOM killer kills a busy child: the page needed the memory.
+        (signal.SIGKILL, 413, "EXTRACTOR_PDF_RENDER_MEMORY_MB"),
+    ],
+    ids=["SIGTERM", "SIGKILL"],
+)
+def test_a_scaling_process_killed_by_a_signal_is_read_as_the_pdf_renderer_is(
+    make_app: Callable[..., Flask], page_one: samples.TextPage, tmp_path: Any,
+    sent: signal.Signals, status: int, said: str,
+) -> None:  # fmt: skip
+    path = tmp_path / "large.png"
+    _large_colour_png(page_one.image, path)
+    client = make_app(ocr_max_pixels=SMALL).test_client()
+    module = b"extractor.media.shrink"
+    killed: list[int] = []
+
+    def kill() -> None:  # as soon as it appears: it takes a second to decode and scale
+        pid = wait_for_renderer(module=module)
+        os.kill(pid, sent)
+        killed.append(pid)
+
+    killer = threading.Thread(target=kill)
+    killer.start()
+    reply = post_file(client, path.read_bytes(), "large.png")
+    killer.join(30)
+    assert killed, "no scaling process appeared"
+    assert reply.status_code == status, reply.get_data(as_text=True)
+    message = reply.get_json()["error"]["message"]
+    assert said in message and "Traceback" not in message
+    assert renderers(module) == []
+    again = post_file(client, encoded(page_one.image, "PNG"), "page.png")
+    assert [c["content"] for c in again.get_json()["cells"]] == PAGE_ONE

@@ -174,8 +174,9 @@ def text_pdf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def renderers() -> list[int]:
-    """Pids of this process's renderer children still running (or not yet reaped)."""
+def renderers(module: bytes = b"extractor.media.pdfrender") -> list[int]:
+    """Pids of this process's children running ``module`` (by default the PDF renderer),
+    still running or not yet reaped."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -186,7 +187,7 @@ def renderers() -> list[int]:
         except OSError:
             continue
         parent = int(stat[stat.rindex(")") + 2 :].split()[1])
-        if parent == os.getpid() and b"extractor.media.pdfrender" in cmdline:
+        if parent == os.getpid() and module in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -195,10 +196,10 @@ def open_fds() -> set[str]:
     return set(os.listdir("/proc/self/fd"))
 
 
-def wait_for_renderer(timeout: float = 30) -> int:
+def wait_for_renderer(timeout: float = 30, module: bytes = b"extractor.media.pdfrender") -> int:
     stop = time.monotonic() + timeout
     while time.monotonic() < stop:
-        if found := renderers():
+        if found := renderers(module):
             return found[0]
         time.sleep(0.01)
     raise AssertionError("no renderer process appeared")

@@ -26,7 +26,7 @@ from extractor.errors import (
     UnsupportedMedia,
 )
 from extractor.media.images import PageImage
-from extractor.media.shrink import CHILD_ERRORS, child_environ
+from extractor.media.shrink import CHILD_ERRORS, child_environ, signalled
 
 log = logging.getLogger(__name__)
 
@@ -172,12 +172,8 @@ class PdfPages:
     def _death(self, what: str, index: int) -> tuple[type[ExtractorError], str]:
         """What a renderer that died without answering means for the request.
 
-        Our own SIGKILL at a timeout never gets here (that is a 504). Killed by SIGKILL from
-        elsewhere: the OOM killer (kernel or cgroup), the only other party that kills a busy
-        renderer on its own, so the page needed too much memory, a 413. A crash (SIGSEGV,
-        SIGABRT, ...): PDFium failed on this file (allocation failures under the cap don't crash
-        it, they are answered or skipped), a 415. Any other signal (SIGTERM, SIGINT) stopped it
-        from outside, nothing to do with the file: a 503, to retry. Exiting with a status means
+        Killed by a signal: as ``shrink.signalled`` reads it (the OOM killer's SIGKILL a 413,
+        a crash of PDFium's a 415, a stop from outside a 503). Exiting with a status means
         the renderer's Python failed where it could not answer: a MemoryError is a 413; before
         the PDF was opened it is the renderer that cannot start (a 503, logged with its
         stderr), after that a 415 for the page that did it.
@@ -192,12 +188,8 @@ class PdfPages:
             f" ({self._memory_mb} MB)"
         )
         if status is not None and status < 0:
-            name = signal.Signals(-status).name if -status in _SIGNALS else f"signal {-status}"
-            if -status == signal.SIGKILL:
-                return PayloadTooLarge, f"{memory}: the renderer was killed (SIGKILL)"
-            if -status in _CRASHES:
-                return UnsupportedMedia, f"{page} could not be rendered: PDFium crashed ({name})"
-            return EngineUnavailable, f"the PDF renderer was stopped by {name}; retry"
+            crashed = f"{page} could not be rendered by PDFium"
+            return signalled(status, "the PDF renderer", memory, crashed)
         if "MemoryError" in tail:
             return PayloadTooLarge, memory
         if index < 0:
@@ -254,7 +246,4 @@ class PdfPages:
         )  # fmt: skip
 
 
-_SIGNALS = {s.value for s in signal.Signals}
-_CRASHES = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE,
-            signal.SIGTRAP}  # fmt: skip
 CLOSE_WAIT = 2.0  # seconds a renderer gets to exit on EOF before it is killed

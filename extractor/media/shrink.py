@@ -103,15 +103,42 @@ def child_environ() -> dict[str, str]:
 
 def _died(done: subprocess.CompletedProcess[bytes], memory_mb: int) -> NoReturn:
     """What a scaling process that ended without answering for every page means (as
-    ``PdfPages._death`` reads the PDF renderer's): out of memory a 413, a crash a 415."""
+    ``PdfPages._death`` reads the PDF renderer's): ``signalled``, or out of memory a 413."""
     status, tail = done.returncode, done.stderr[-2000:].decode(errors="replace")
     log.warning("the process scaling large pages died", extra={"status": status, "stderr": tail})
-    if status == -signal.SIGKILL or "MemoryError" in tail:
+    if status < 0:
+        who = "the process scaling large pages"
+        kind, message = signalled(status, who, _memory(memory_mb), "the image could not be scaled")
+        raise kind(message)
+    if "MemoryError" in tail:
         raise PayloadTooLarge(_memory(memory_mb))
-    if status is not None and status < 0:
-        raise UnsupportedMedia(f"the image could not be scaled (signal {-status})")
     # Its stderr (a traceback naming the server's paths) goes to the log, not to the client.
     raise EngineUnavailable(f"the process scaling large pages failed (exit status {status})")
+
+
+def signalled(status: int, who: str, memory: str, crashed: str) -> tuple[type[ExtractorError], str]:
+    """What a child process (``who``: this module's, the PDF renderer) killed by signal
+    ``-status`` means for the request, given what to say if it ran out of ``memory`` or
+    ``crashed``.
+
+    Our own SIGKILL at a timeout never gets here (that is a 504). SIGKILL from elsewhere is
+    the OOM killer (kernel or cgroup), the only other party that kills a busy child on its
+    own: the file needed too much memory, a 413. A crash (SIGSEGV, SIGABRT, ...): the decoder
+    failed on this file, a 415. Any other signal (SIGTERM, SIGINT) stopped it from outside,
+    nothing to do with the file: a 503, to retry.
+    """
+    number = -status
+    name = signal.Signals(number).name if number in _SIGNALS else f"signal {number}"
+    if number == signal.SIGKILL:
+        return PayloadTooLarge, f"{memory}: {who} was killed (SIGKILL)"
+    if number in _CRASHES:
+        return UnsupportedMedia, f"{crashed}: it crashed ({name})"
+    return EngineUnavailable, f"{who} was stopped by {name}; retry"
+
+
+_SIGNALS = {s.value for s in signal.Signals}
+_CRASHES = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE,
+            signal.SIGTRAP}  # fmt: skip
 
 
 def _memory(megabytes: int) -> str:
