@@ -19,6 +19,9 @@ from .jobs import JobSettings
 # read from the formats registry, which sits above the settings; tests/test_settings.py checks
 # the two agree.
 DEFAULT_FORMATS = ("json", "text")
+# Seconds of a live turn's window a slide keeps (EXTRACTOR_REALTIME_SLIDE_SECONDS says it; the
+# decoding policy, extractor.realtime.items.DecodePolicy, uses it).
+SLIDE_KEEP_SECONDS = 7.0
 
 
 @dataclass(frozen=True)
@@ -313,7 +316,8 @@ class Settings(JobSettings, EngineSettings):
         12.0,
         "seconds",
         "A live turn's window longer than this (seconds of audio) starts anew at a word already"
-        " sent in its last 7 s, those words forced as the decoder's prefix: a forced word costs"
+        f" sent in its last {SLIDE_KEEP_SECONDS:g} s, those words forced as the decoder's prefix:"
+        " a forced word costs"
         " a decoder step, dearer the longer the window, so a long turn's decodes and its end"
         " wait less (the espeak-ng talk's end-of-turn p95 1.10 s against 1.38 s, held-out talks"
         " as accurate, 10-19% less CPU); 0: a window grows until a pause past 20 s"

@@ -73,7 +73,7 @@ def slide(decoder: WindowDecoder, policy: DecodePolicy, item: Item, audio: np.nd
     try:
         ends = decoder.word_ends(heard, item.window_text)
     except EngineFailure as exc:
-        log.warning("a live alignment failed", extra={"error": str(exc)})
+        log.warning("a live window's alignment failed: it grows on", extra={"error": str(exc)})
         return
     if len(ends) != len(pieces):
         return

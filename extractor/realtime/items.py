@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..config import Settings
+from ..config.extraction import SLIDE_KEEP_SECONDS
 from .agreement import LocalAgreement
 from .audio import SAMPLE_RATE
 
@@ -45,7 +46,7 @@ class DecodePolicy:
     # seconds of audio past which a window starts anew at a word sent in its last
     # ``slide_keep`` seconds, those words forced (0: never)
     slide_seconds: float = _declared("realtime_slide_seconds")
-    slide_keep: float = 7.0
+    slide_keep: float = SLIDE_KEEP_SECONDS
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DecodePolicy:

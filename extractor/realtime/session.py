@@ -399,7 +399,8 @@ class Session:
         try:
             context = turn_end(self.decoder, audio, text, self.policy.context_seconds)
         except EngineFailure as exc:
-            log.warning("a live alignment failed", extra={"error": str(exc)})
+            log.warning("a live turn's alignment failed: the next is heard alone",
+                        extra={"error": str(exc)})  # fmt: skip
             return
         if self.item is not None and not self.item.words and self.item.agreement.updates == 0:
             self.item.context = context  # the next turn began before this one was finished
