@@ -44,8 +44,9 @@ WHY = {
     "ocr": "The server adds the upload and the JSON Schema check of the reply, and saves the"
     " process start and model load (about 0.1 s) by running libtesseract in-process; compare"
     " the rounds in the log for noise.",
-    "pdf": "Two pages are OCR'd at once and rendering is cheap (about 0.1 s per 300-dpi page,"
-    " serialised by the PDFium lock), so about 0.55x is reachable on two free cores (0.61x in a"
+    "pdf": "Two pages are OCR'd at once; drawing them is the renderer's work on the same two"
+    " cores (about 0.11 s of CPU a 300-dpi page, 1.3 s for the ten, and 0.3 s before the first"
+    " page can be read), so about 0.55x is the floor on two free cores (0.62x in session 30's"
     " quiet run); what is left is other work on the machine taking a share of the two cores (see"
     " the load average above).",
     "speech": "The server decodes the upload with PyAV into one buffer, writes it to a temporary"
@@ -560,7 +561,7 @@ class Bench:
                 bare,
                 ours,
                 0.65,
-                "10 sequential bare CLI runs on its pages",
+                "10 sequential bare CLI runs on its pages as the server draws them",
                 why=WHY["pdf"]
                 + f" Best round: {min(ours):.2f} s ({min(ours) / median(bare):.2f}x).",
             )
