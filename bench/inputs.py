@@ -98,8 +98,9 @@ def drawn_pages(pdf: Path, folder: Path) -> tuple[Path, ...]:
     """The pages of ``pdf`` drawn as the server draws them (its renderer, its default dpi and
     pixel limit), as lossless PNGs: the bare CLI baseline reads the pixels the server's
     Tesseract reads. Not the pages the PDF was made from: Pillow stores them as JPEGs, and
-    Tesseract took 1.68 s a page on the drawn JPEG against 1.43 s on the original PNG, a
-    difference of input that the baseline counted as the server's overhead until session 30.
+    the CLI took 16.58 s for the ten pages drawn against 15.24 s for the original PNGs
+    (alternating, medians of 3), a difference of input that the baseline counted as the
+    server's overhead until session 30.
     """
     from extractor.config import Settings
     from extractor.media.pdf import PdfPages
