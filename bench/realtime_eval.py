@@ -309,6 +309,7 @@ def main() -> None:
     parser.add_argument("--margin-newest", action="store_true")
     parser.add_argument("--patience", type=int, default=None)
     parser.add_argument("--prompt-words", type=int, default=None)
+    parser.add_argument("--history-words", type=int, default=None)
     parser.add_argument("--context", type=float, default=None)
     parser.add_argument("--long-window", type=float, default=None)
     parser.add_argument("--slide", type=float, nargs=2, default=None, metavar=("PAST", "KEEP"))
@@ -345,6 +346,7 @@ def main() -> None:
         repeat_words=base.repeat_words if args.repeat_words is None else args.repeat_words,
         margin=base.margin if args.margin is None else args.margin,
         prompt_words=base.prompt_words if args.prompt_words is None else args.prompt_words,
+        history_words=base.history_words if args.history_words is None else args.history_words,
         margin_all=not args.margin_newest,
         patience=base.patience if args.patience is None else args.patience,
         context_seconds=base.context_seconds if args.context is None else args.context,

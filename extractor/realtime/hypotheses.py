@@ -1,7 +1,9 @@
 """One decode of a live turn's window: what Whisper hears after the words already sent.
 
-The words sent in the window are the decoder's forced prefix, the turn's earlier text (before
-the window) its prompt, and a hypothesis that repeats itself is cut (``repeats.unrepeated``).
+The words sent in the window are the decoder's forced prefix; the prompt is the client's
+``prompt``, the last words of the session's finished turns (``DecodePolicy.history_words``) and
+the turn's earlier text (before the window), as a whole file's prompt is the text before its
+window; a hypothesis that repeats itself is cut (``repeats.unrepeated``).
 A turn's first window is heard after the previous turn's end (``Item.context``): its audio
 ahead of the turn's, its words ahead of the forced prefix, as much as fits in the shortest
 encoder window with the turn (the decode then costs what the turn's alone does). Whisper hears
@@ -34,10 +36,12 @@ CONTEXT_SILENT_SECONDS = 1.0  # a partial decode this far into a turn hearing no
 
 
 def prompt(item: Item, session_prompt: str, words: int) -> str:
-    """The session's prompt and the turn's words before the window being decoded."""
+    """``session_prompt`` (the client's prompt, the earlier turns' last words) and the turn's
+    words before the window being decoded."""
     earlier = item.transcript[: len(item.transcript) - len(item.window_text)].split()
-    # Only this turn's own earlier text: a prompt holding what was said in earlier turns
-    # made tiny.en repeat it ("They say it will rain" heard three times in a row).
+    # Earlier turns' words in the prompt once made tiny.en say them again ("They say it will
+    # rain" three times in a row); since a hypothesis repeating the words before it is cut,
+    # they help more than they cost (bench/realtime.md, session 31).
     return " ".join([session_prompt, *(earlier[-words:] if words > 0 else [])]).strip()
 
 

@@ -34,6 +34,8 @@ class DecodePolicy:
     hold_back: int = 0  # last words of a hypothesis it never confirms
     repeat_words: int = 3  # a hypothesis is cut where it repeats this many words (0: never)
     prompt_words: int = 60  # words of the turn's text before the window given as the prompt
+    # the last words of the session's finished turns, ahead of those in the prompt (0: none)
+    history_words: int = _declared("realtime_history_words")
     # seconds a partial decode must have heard past a word's end to confirm it (0: no check,
     # no word timings); margin_all: every agreeing decode must have (else the newest only)
     margin: float = _declared("realtime_word_margin_seconds")
@@ -59,6 +61,7 @@ class DecodePolicy:
             patience=settings.realtime_agreement_patience,
             margin=settings.realtime_word_margin_seconds,
             context_seconds=settings.realtime_context_seconds,
+            history_words=settings.realtime_history_words,
             slide_seconds=settings.realtime_slide_seconds,
         )
 

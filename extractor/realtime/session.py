@@ -93,6 +93,7 @@ class Session:
         self.previous_item_id: str | None = None
         # the last finished turn's end, for the next turn's first window (policy.context_seconds)
         self.context: Context | None = None
+        self.said: deque[str] = deque(maxlen=self.policy.history_words)  # for the prompt
         self.audio_seconds = 0.0  # received, for usage and metrics
         self.emit(ev.server_event("session.created", session=self._document()))
 
@@ -310,9 +311,8 @@ class Session:
         """The words after those sent in the item's window up to ``end`` (``hypotheses``)."""
         audio = self._span(item.window, end)
         item.decoded_to = end
-        return hypothesis(
-            self.decoder, self.policy, item, audio, beam, self.config.prompt, timed=timed
-        )
+        prompt = " ".join([self.config.prompt, *self.said]).strip()  # as Whisper's, text before
+        return hypothesis(self.decoder, self.policy, item, audio, beam, prompt, timed=timed)
 
     def _send(self, item: Item, words: list[str], heard_at: int) -> None:
         """Send ``words``, first heard by the decode that ran up to sample ``heard_at``."""
@@ -437,6 +437,7 @@ class Session:
             item.id, item.previous_id, item.transcript, seconds
         ):
             self.emit(event)
+        self.said.extend(item.transcript.split())
         if last is not None:
             self._keep_context(*last)
 

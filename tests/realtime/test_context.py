@@ -27,12 +27,14 @@ class Recording:
     def __init__(self, real: WindowDecoder, stop: str | None = None) -> None:
         self.real, self.stop = real, stop
         self.calls: list[tuple[str, float]] = []
+        self.prompts: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
 
     def decode(self, audio: np.ndarray, *, prefix: str = "", **kwargs: Any) -> list[str]:
         self.calls.append((prefix, len(audio) / RATE))
+        self.prompts.append(kwargs.get("prompt", ""))
         if self.stop and self.stop in transcript_words(prefix):
             return []
         return self.real.decode(audio, prefix=prefix, **kwargs)
@@ -120,6 +122,25 @@ def test_no_context_when_it_is_off(decoder: WindowDecoder) -> None:
     events = two_turns(spy, DecodePolicy(context_seconds=0))
     assert {"bring", "things"} <= set(transcript_words(completed(events)[1]))
     assert not [p for p, _s in spy.calls if "dog" in transcript_words(p)]
+
+
+def test_a_turn_is_prompted_with_the_last_words_of_the_turns_before(
+    decoder: WindowDecoder,
+) -> None:
+    spy = Recording(decoder)
+    first, second = completed(two_turns(spy, DecodePolicy(history_words=4)))
+    assert {"bring", "things", "store"} <= set(transcript_words(second))
+    said = " ".join(first.split()[-4:])  # "over the lazy dog."
+    prompted = [p for p in spy.prompts if p]
+    assert prompted and all(p.startswith(said) for p in prompted), spy.prompts
+    assert not any("quick" in transcript_words(p) for p in spy.prompts), "at most 4 words"
+
+
+def test_no_earlier_turn_in_the_prompt_when_the_history_is_off(decoder: WindowDecoder) -> None:
+    spy = Recording(decoder)
+    _first, second = completed(two_turns(spy, DecodePolicy(history_words=0)))
+    assert {"bring", "things", "store"} <= set(transcript_words(second))
+    assert not [p for p in spy.prompts if "dog" in transcript_words(p)], spy.prompts
 
 
 def second_turn(decoder: WindowDecoder) -> tuple[Item, np.ndarray]:
