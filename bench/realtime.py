@@ -56,12 +56,12 @@ METHODS = {
     "short-window": ("--realtime-min-window-seconds", "10"),
     # The short window with each turn heard alone, not after the previous turn's end (the
     # default before session 25: EXTRACTOR_REALTIME_CONTEXT_SECONDS=0; not run unless named
-    # in --methods since session 31, which measures no-history in its place).
+    # in --methods since session 31, which measures history in its place).
     "turn-alone": ("--realtime-min-window-seconds", "10", "--realtime-context-seconds", "0"),
     "full-window": ("--realtime-min-window-seconds", "30"),
-    # The short window with each turn's decodes prompted with its own earlier words only, not
-    # the earlier turns' last words (the default before session 31: ..._HISTORY_WORDS=0).
-    "no-history": ("--realtime-min-window-seconds", "10", "--realtime-history-words", "0"),
+    # The short window with the last 120 words of the earlier turns in each decode's prompt
+    # (session 31, measured, not adopted: EXTRACTOR_REALTIME_HISTORY_WORDS=120).
+    "history": ("--realtime-min-window-seconds", "10", "--realtime-history-words", "120"),
     # The short window growing with a long turn until a pause past 20 s, the default before
     # session 27 (EXTRACTOR_REALTIME_SLIDE_SECONDS=0; not run unless named in --methods).
     "no-slide": ("--realtime-min-window-seconds", "10", "--realtime-slide-seconds", "0"),
@@ -437,9 +437,8 @@ def write_report(
         f" beam {policy.partial_beam}, the turn's end decoded during the pause, a turn heard"
         f" after the last {policy.context_seconds:g} s of the one before (as fits in the window),"
         f" a window past {policy.slide_seconds:g} s started anew at a word sent in its last"
-        f" {policy.slide_keep:g} s, the prompt holding the last {policy.history_words} words of"
-        " the turns before; **no-history**: the short window, the prompt holding only the turn's"
-        " own words; **no-slide** (when measured): windows grow to a pause past 20 s;"
+        f" {policy.slide_keep:g} s; **history**: the short window, the prompt also holding the"
+        " last 120 words of the turns before; **no-slide** (when measured): windows grow to a pause past 20 s;"
         " **turn-alone** (when measured): the short window, each turn heard alone (context 0);"
         " **strict** (when measured): the short window, always three agreeing decodes (patience 0);"
         " **margin**: the short window, LocalAgreement-2 and a 0.3 s word-end margin.",

@@ -1,9 +1,9 @@
 """One decode of a live turn's window: what Whisper hears after the words already sent.
 
 The words sent in the window are the decoder's forced prefix; the prompt is the client's
-``prompt``, the last words of the session's finished turns (``DecodePolicy.history_words``) and
-the turn's earlier text (before the window), as a whole file's prompt is the text before its
-window; a hypothesis that repeats itself is cut (``repeats.unrepeated``).
+``prompt``, the last words of the session's finished turns (``DecodePolicy.history_words``,
+off by default) and the turn's earlier text (before the window), as a whole file's prompt is
+the text before its window; a hypothesis that repeats itself is cut (``repeats.unrepeated``).
 A turn's first window is heard after the previous turn's end (``Item.context``): its audio
 ahead of the turn's, its words ahead of the forced prefix, as much as fits in the shortest
 encoder window with the turn (the decode then costs what the turn's alone does). Whisper hears
@@ -39,9 +39,10 @@ def prompt(item: Item, session_prompt: str, words: int) -> str:
     """``session_prompt`` (the client's prompt, the earlier turns' last words) and the turn's
     words before the window being decoded."""
     earlier = item.transcript[: len(item.transcript) - len(item.window_text)].split()
-    # Earlier turns' words in the prompt once made tiny.en say them again ("They say it will
-    # rain" three times in a row); since a hypothesis repeating the words before it is cut,
-    # they help more than they cost (bench/realtime.md, session 31).
+    # Earlier turns' words (policy.history_words, off by default) once made tiny.en say them
+    # again ("They say it will rain" three times in a row); now that a hypothesis repeating
+    # the words sent is cut, they help one reader and carry a misheard sentence into the
+    # next turn of a talk (bench/realtime.md, session 31).
     return " ".join([session_prompt, *(earlier[-words:] if words > 0 else [])]).strip()
 
 
