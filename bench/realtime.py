@@ -52,6 +52,7 @@ log = logging.getLogger("bench.realtime")
 RATE = 24_000
 CHUNK_MS = 40
 GAP_SECONDS = 1.5
+HISTORY_WORDS = 120  # the earlier turns' words in the prompt of the "history" method
 METHODS = {
     "short-window": ("--realtime-min-window-seconds", "10"),
     # The short window with each turn heard alone, not after the previous turn's end (the
@@ -59,9 +60,11 @@ METHODS = {
     # in --methods since session 31, which measures history in its place).
     "turn-alone": ("--realtime-min-window-seconds", "10", "--realtime-context-seconds", "0"),
     "full-window": ("--realtime-min-window-seconds", "30"),
-    # The short window with the last 120 words of the earlier turns in each decode's prompt
+    # The short window with the last words of the earlier turns in each decode's prompt
     # (session 31, measured, not adopted: EXTRACTOR_REALTIME_HISTORY_WORDS=120).
-    "history": ("--realtime-min-window-seconds", "10", "--realtime-history-words", "120"),
+    "history": (
+        "--realtime-min-window-seconds", "10", "--realtime-history-words", str(HISTORY_WORDS),
+    ),
     # The short window growing with a long turn until a pause past 20 s, the default before
     # session 27 (EXTRACTOR_REALTIME_SLIDE_SECONDS=0; not run unless named in --methods).
     "no-slide": ("--realtime-min-window-seconds", "10", "--realtime-slide-seconds", "0"),
@@ -438,7 +441,7 @@ def write_report(
         f" after the last {policy.context_seconds:g} s of the one before (as fits in the window),"
         f" a window past {policy.slide_seconds:g} s started anew at a word sent in its last"
         f" {policy.slide_keep:g} s; **history**: the short window, the prompt also holding the"
-        " last 120 words of the turns before; **no-slide** (when measured): windows grow to a pause past 20 s;"
+        f" last {HISTORY_WORDS} words of the turns before; **no-slide** (when measured): windows grow to a pause past 20 s;"
         " **turn-alone** (when measured): the short window, each turn heard alone (context 0);"
         " **strict** (when measured): the short window, always three agreeing decodes (patience 0);"
         " **margin**: the short window, LocalAgreement-2 and a 0.3 s word-end margin.",
