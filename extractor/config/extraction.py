@@ -318,6 +318,14 @@ class Settings(JobSettings, EngineSettings):
         at_least=0,
         at_most=200,
     )
+    realtime_tentative: bool = setting(
+        True,
+        "",
+        "Send each live turn's revisable tail, the words the newest decode hears after those"
+        " sent but not yet confirmed, as x_conversation.item.input_audio_transcription.tentative"
+        " events (an extension, which the official openai client passes on like any event), so"
+        " a page can show a word once one decode has heard it; false: OpenAI's events only.",
+    )
     realtime_beam_size: int = setting(
         5,
         "beams",

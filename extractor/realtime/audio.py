@@ -12,6 +12,8 @@ PCM16 message is kept for the next one, as a byte stream split anywhere must sti
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -98,3 +100,26 @@ class AudioInput:
         # A flushed resampler cannot take more: start a fresh one for what follows.
         self._resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
         return tail
+
+
+class Arrivals:
+    """When a session's audio arrived: (end sample, monotonic time) per append, kept only
+    while a decode may still ask about that audio (the latency metrics)."""
+
+    def __init__(self) -> None:
+        self.marks: deque[tuple[int, float]] = deque()
+
+    def add(self, end: int, arrived: float) -> None:
+        self.marks.append((end, arrived))
+
+    def forget(self, before: int) -> None:
+        """Drop what only audio before sample ``before`` needs (one mark stays)."""
+        while len(self.marks) > 1 and self.marks[1][0] <= before:
+            self.marks.popleft()
+
+    def of(self, sample: int) -> float:
+        """When the audio up to ``sample`` had arrived (now, if it has not yet)."""
+        for end, arrived in self.marks:
+            if end >= sample:
+                return arrived
+        return time.monotonic()

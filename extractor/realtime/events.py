@@ -92,6 +92,13 @@ def transcription_failed(item_id: str, kind: str, code: str, message: str) -> di
     )
 
 
+def transcription_tentative(item_id: str, text: str) -> dict[str, Any]:
+    """An extension (``x_``): the words after the item's deltas that the newest decode hears
+    but that are not confirmed yet. Each replaces the item's last; a delta voids it."""
+    kind = "x_conversation.item.input_audio_transcription.tentative"
+    return server_event(kind, item_id=item_id, content_index=0, text=text)
+
+
 def transcription_completed(
     item_id: str, previous_id: str | None, transcript: str, seconds: float
 ) -> list[dict[str, Any]]:

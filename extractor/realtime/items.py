@@ -10,7 +10,7 @@ import numpy as np
 
 from ..config import Settings
 from ..config.extraction import SLIDE_KEEP_SECONDS
-from .agreement import LocalAgreement
+from .agreement import LocalAgreement, comparable
 from .audio import SAMPLE_RATE
 
 
@@ -49,6 +49,7 @@ class DecodePolicy:
     # ``slide_keep`` seconds, those words forced (0: never)
     slide_seconds: float = _declared("realtime_slide_seconds")
     slide_keep: float = SLIDE_KEEP_SECONDS
+    tentative: bool = _declared("realtime_tentative")  # send the revisable tail (x_ events)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DecodePolicy:
@@ -63,6 +64,7 @@ class DecodePolicy:
             context_seconds=settings.realtime_context_seconds,
             history_words=settings.realtime_history_words,
             slide_seconds=settings.realtime_slide_seconds,
+            tentative=settings.realtime_tentative,
         )
 
     def new_agreement(self) -> LocalAgreement:
@@ -127,12 +129,22 @@ class Item:
     stalled: int = 0  # partial decodes in a row that heard nothing after the window's words
     context: Context | None = None  # the previous turn's end, heard before the first window
     slide_tried: tuple[int, int] = (-1, -1)  # (window, window_words) a slide was last tried at
+    tentative: str = ""  # the revisable tail the client was last sent (a delta clears it)
 
     def new_window(self, start: int) -> None:
         """Decode from ``start`` on with nothing forced (the words sent become the prompt)."""
         self.window, self.window_words, self.window_text, self.stalled = start, 0, "", 0
         self.context = None
         self.agreement.reset()
+
+    def following(self, words: list[str]) -> str:
+        """``words`` as the text that follows the transcript: a space before each, but not
+        before a mark Whisper wrote apart (", but") nor the turn's first word."""
+        text = ""
+        for word in words:
+            glued = not comparable(word) or not (self.transcript or text)
+            text += word if glued else " " + word
+        return text
 
     @property
     def final_key(self) -> tuple[int, int, int]:

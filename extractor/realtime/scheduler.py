@@ -104,7 +104,7 @@ class Scheduler:
         while True:
             with self._ready:
                 while not self.stopping and not any(
-                    s.busy or s.next_partial() for s in self._sessions
+                    s.busy or s.partial_due() for s in self._sessions
                 ):
                     self._ready.wait()
                 if self.stopping:

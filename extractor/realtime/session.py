@@ -2,10 +2,11 @@
 
 A session is driven by its worker's scheduler thread, one ``step()`` at a time: a step reads
 one client message, or runs half a second of audio through the VAD, or decodes once (a
-partial hypothesis, a window's final words, or a committed turn's end), so several sessions
-share one decoding thread fairly and a client sending audio faster than real time only gets
-through its own backlog sooner. Partial decodes run only when a session has caught up with
-what it was sent: a backlog is worked through turn by turn, final decodes only.
+partial hypothesis, a window's final words, or a committed turn's end), so sessions share one
+decoding thread fairly and a client sending audio faster than real time only gets through its
+own backlog sooner: partial decodes run only once a session has caught up (a backlog gets
+final decodes only). Each partial sends the words agreed on as deltas and, as an ``x_`` event,
+the rest of what it heard (``realtime_tentative``).
 
 Turns. With ``server_vad`` a turn starts where Silero hears speech (less
 ``prefix_padding_ms``) and ends after ``silence_duration_ms`` of silence; the turn is then
@@ -31,8 +32,7 @@ import numpy as np
 from ..errors import EngineFailure
 from . import events as ev
 from . import metrics
-from .agreement import comparable
-from .audio import SAMPLE_RATE, AudioInput
+from .audio import SAMPLE_RATE, Arrivals, AudioInput
 from .decoder import WindowDecoder
 from .events import ProtocolError, ServerVad, SessionConfig
 from .hypotheses import hypothesis, slide, turn_end
@@ -74,7 +74,7 @@ class Session:
         self.detector = TurnDetector(self.config.turn_detection or ServerVad())
         # Client messages not yet handled, with their arrival.
         self.messages: deque[tuple[str | bytes | ProtocolError, float]] = deque()
-        self.arrivals: deque[tuple[int, float]] = deque()  # (end sample, arrival) per append
+        self.arrivals = Arrivals()  # when each append arrived
         self.queued_end = 0  # absolute end of the samples converted so far
         self.backlog_bytes = 0  # their size: the connection stops reading past a limit
         self._backlog_lock = threading.Lock()
@@ -123,14 +123,11 @@ class Session:
             with self._backlog_lock:
                 self.backlog_bytes -= _size(message)
             self._handle(message, arrived)
-        elif self._partial_due():
+        elif self.partial_due():
             self._partial()
         else:
             return False
         return True
-
-    def next_partial(self) -> bool:
-        return self._partial_due()
 
     # -- client events -------------------------------------------------------------------------
     def _handle(self, message: str | bytes | ProtocolError, arrived: float) -> None:
@@ -177,16 +174,12 @@ class Session:
         for start in range(0, len(view), step):
             self.samples.append(view[start : start + step])
         self.queued_end += round(seconds * SAMPLE_RATE)
-        self.arrivals.append((self.queued_end, arrived))
+        self.arrivals.add(self.queued_end, arrived)
 
     def arrival(self, sample: int) -> float:
         """When the audio up to ``sample`` had arrived (for the latency metrics)."""
-        while len(self.arrivals) > 1 and self.arrivals[1][0] <= min(sample, self.base):
-            self.arrivals.popleft()  # audio no decode can ask about any more
-        for end, arrived in self.arrivals:
-            if end >= sample:
-                return arrived
-        return time.monotonic()
+        self.arrivals.forget(min(sample, self.base))  # audio no decode can ask about any more
+        return self.arrivals.of(sample)
 
     def _queue(self, samples: np.ndarray) -> None:
         self.queued_end += len(samples)
@@ -298,8 +291,7 @@ class Session:
         if keep > self.base:
             self.audio = self.audio[keep - self.base :].copy()
             self.base = keep
-        while len(self.arrivals) > 1 and self.arrivals[1][0] <= self.base:
-            self.arrivals.popleft()  # bounded by the audio kept, not the session's length
+        self.arrivals.forget(self.base)  # bounded by the audio kept, not the session's length
 
     def _span(self, start: int, end: int) -> np.ndarray:
         return self.audio[max(start - self.base, 0) : max(end - self.base, 0)]
@@ -321,11 +313,9 @@ class Session:
         lag = time.monotonic() - self.arrival(heard_at)
         for _word in words:
             metrics.WORD_LATENCY.observe(lag)
-        delta = ""
-        for word in words:  # punctuation Whisper wrote apart (", but") sticks to its word
-            glued = not comparable(word) or not (item.words or delta)
-            delta += word if glued else " " + word
+        delta = item.following(words)
         item.transcript += delta
+        item.tentative = ""  # the client drops the tail on a delta
         item.window_text += delta
         item.words.extend(words)
         item.window_words += len(words)
@@ -339,7 +329,8 @@ class Session:
             )
         )
 
-    def _partial_due(self) -> bool:
+    def partial_due(self) -> bool:
+        """A partial decode (or a pause's final one) is due: the scheduler's other question."""
         item = self.item
         if item is None or self.samples or self.messages:
             return False
@@ -357,6 +348,7 @@ class Session:
             key, end = item.final_key, item.speech_end + int(TAIL_SECONDS * SAMPLE_RATE)
             try:
                 item.ready = (key, self._decode(item, end, self.policy.final_beam)[0])
+                self._tentative(item, item.ready[1])  # the words ``_finish`` will send
             except EngineFailure as exc:
                 log.warning("a live final decode failed", extra={"error": str(exc)})
             return
@@ -373,6 +365,14 @@ class Session:
             return
         item.stalled = 0
         self._send(item, item.agreement.update(heard, slack), heard_at)
+        self._tentative(item, item.agreement.previous)
+
+    def _tentative(self, item: Item, words: list[str]) -> None:
+        """Send the words heard after those sent as the turn's revisable tail, if changed."""
+        text = item.following(words) if self.policy.tentative else ""
+        if text != item.tentative:
+            item.tentative = text
+            self.emit(ev.transcription_tentative(item.id, text))
 
     def _cut_due(self) -> bool:
         item = self.item

@@ -32,13 +32,18 @@ function pcm16(floats) {
   return out;
 }
 
-// One paragraph per turn: its words appended as deltas come, marked done when completed.
+// One paragraph per turn: its words appended as deltas come, then (greyed) the words the
+// server hears after them but has not confirmed yet (this server's extension event, which
+// each delta voids and the next replaces), marked done when completed.
 function turn(itemId) {
   let line = live.output.querySelector(`[data-item="${CSS.escape(itemId)}"]`);
   if (!line) {
     line = document.createElement("p");
     line.dataset.item = itemId;
     line.className = "live-turn";
+    const tentative = document.createElement("span");
+    tentative.className = "tentative";
+    line.append(document.createElement("span"), tentative);
     live.output.append(line);
   }
   return line;
@@ -46,12 +51,19 @@ function turn(itemId) {
 
 function onEvent(event) {
   if (event.type === "conversation.item.input_audio_transcription.delta") {
-    turn(event.item_id).textContent += event.delta;
+    const line = turn(event.item_id);
+    line.firstChild.textContent += event.delta;
+    line.lastChild.textContent = "";
+  } else if (event.type === "x_conversation.item.input_audio_transcription.tentative") {
+    turn(event.item_id).lastChild.textContent = event.text;
   } else if (event.type === "conversation.item.input_audio_transcription.completed") {
     const line = turn(event.item_id);
     line.textContent = event.transcript;
     line.classList.add("done");
     if (!event.transcript) line.remove();
+  } else if (event.type === "conversation.item.input_audio_transcription.failed") {
+    const line = live.output.querySelector(`[data-item="${CSS.escape(event.item_id)}"]`);
+    line?.querySelector(".tentative")?.remove();
   } else if (event.type === "input_audio_buffer.speech_started") {
     live.status.textContent = "Listening: speech…";
   } else if (event.type === "input_audio_buffer.speech_stopped") {

@@ -44,6 +44,16 @@ def test_the_microphone_button_shows_words_as_they_are_spoken(
 ) -> None:
     browser.get(server + "/")
     browser.get_log("browser")
+    # Every text the turns' revisable tails (greyed, after the words sent) show.
+    browser.execute_script(
+        """window.tails = [];
+        new MutationObserver(() => {
+          for (const tail of document.querySelectorAll("#live-text .tentative")) {
+            if (tail.textContent) window.tails.push(tail.textContent);
+          }
+        }).observe(document.getElementById("live-text"),
+                   {subtree: true, childList: true, characterData: true});"""
+    )
     button = browser.find_element(By.ID, "live")
     button.click()
     WebDriverWait(browser, 30).until(
@@ -62,6 +72,12 @@ def test_the_microphone_button_shows_words_as_they_are_spoken(
         lambda d: d.find_elements(By.CSS_SELECTOR, "#live-text .live-turn.done"),
         message="no turn was completed",
     )
+    tails = browser.execute_script("return window.tails")
+    assert any({"quick", "brown", "fox"} & {w.strip(".,!?") for w in t.lower().split()}
+               for t in tails), tails  # fmt: skip
+    # A completed turn shows its transcript alone, no tail.
+    done = browser.find_element(By.CSS_SELECTOR, "#live-text .live-turn.done")
+    assert not done.find_elements(By.CSS_SELECTOR, ".tentative")
     button.click()
     assert button.get_attribute("aria-pressed") == "false"
     errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]

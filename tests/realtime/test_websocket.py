@@ -141,6 +141,11 @@ def test_the_official_client_transcribes_live(server: str) -> None:
         assert done.usage.type == "duration" and done.usage.seconds > 2
     assert {"quick", "over"} <= set(transcript_words(completed[0].transcript))
     assert {"bring", "store"} <= set(transcript_words(completed[1].transcript))
+    # The server's extension events (the revisable tail) came, and the client read them along
+    # with the rest: it keeps the fields of an event type it does not know.
+    tails = [e for e in events if e.type.startswith("x_")]
+    assert tails and {e.item_id for e in tails} <= {e.item_id for e in completed}
+    assert all(isinstance(e.text, str) for e in tails)
     # Partial words: a turn's text comes in more than one delta (when they arrive relative to
     # the speech is the bench's business, bench/realtime.py, not a loaded test machine's).
     assert (
