@@ -45,6 +45,7 @@ from bench import datasets, talks
 from bench.accuracy_score import normalize_speech, speech_errors
 from bench.server import Server, cpu_seconds, group_status_sums
 from extractor import samples
+from extractor.realtime.agreement import comparable
 from extractor.realtime.items import DecodePolicy
 from extractor.samples.conversations import Conversation, conversation
 
@@ -187,6 +188,7 @@ class StreamResult:
     transcript: str
     audio_seconds: float
     failed: str | None = None
+    shown_latencies: list[float] = field(default_factory=list)
 
 
 def stream(url: str, recording: Recording, start_at: float) -> StreamResult:
@@ -240,13 +242,7 @@ def score(
         elif event["type"].endswith("transcription.completed") and event["transcript"].strip():
             transcripts.append(event["transcript"])
             ends.append((len(streamed) - 1, at - t0))
-    norm = [normalize_speech(w) for w, _t in streamed]
-    ref = [normalize_speech(w) for w, _e in recording.words]
-    matcher = difflib.SequenceMatcher(a=norm, b=ref, autojunk=False)
-    ref_of: dict[int, int] = {}
-    for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            ref_of[block.a + k] = block.b + k
+    ref_of = _matched(streamed, recording)
     word_latencies = [
         arrival - recording.words[ref_of[i]][1]
         for i, (_w, arrival) in enumerate(streamed)
@@ -257,7 +253,55 @@ def score(
         matched = [ref_of[i] for i in range(max(0, last - 3), last + 1) if i in ref_of]
         if matched:
             end_latencies.append(completed - recording.words[max(matched)][1])
-    return StreamResult(word_latencies, end_latencies, " ".join(transcripts), recording.seconds)
+    shown = first_shown([(at - t0, event) for at, event in received])
+    shown_of = _matched(shown, recording)
+    shown_latencies = [
+        at - recording.words[shown_of[i]][1] for i, (_w, at) in enumerate(shown) if i in shown_of
+    ]
+    return StreamResult(
+        word_latencies, end_latencies, " ".join(transcripts), recording.seconds,
+        shown_latencies=shown_latencies,
+    )  # fmt: skip
+
+
+def _matched(words: list[tuple[str, float]], recording: Recording) -> dict[int, int]:
+    """Which reference word each of ``words`` is (by index; in order, unmatched left out)."""
+    norm = [normalize_speech(w) for w, _t in words]
+    ref = [normalize_speech(w) for w, _e in recording.words]
+    matcher = difflib.SequenceMatcher(a=norm, b=ref, autojunk=False)
+    return {
+        block.a + k: block.b + k
+        for block in matcher.get_matching_blocks()
+        for k in range(block.size)
+    }
+
+
+def first_shown(received: list[tuple[float, dict[str, Any]]]) -> list[tuple[str, float]]:
+    """Each word of the completed transcripts, in order, with when (of ``received``'s times)
+    it was first on screen as it ends up: at its place in a delta, or in the revisable tail
+    after the deltas (``x_...tentative``), as the page shows them."""
+    final = {
+        e["item_id"]: e["transcript"].split()
+        for _at, e in received
+        if e["type"] == "conversation.item.input_audio_transcription.completed"
+    }
+    sent: dict[str, str] = {}
+    first: dict[tuple[str, int], float] = {}
+    for at, event in received:
+        item = event.get("item_id", "")
+        if event["type"] == "conversation.item.input_audio_transcription.delta":
+            sent[item] = sent.get(item, "") + event["delta"]
+            on_screen = sent[item].split()
+        elif event["type"] == "x_conversation.item.input_audio_transcription.tentative":
+            on_screen = (sent.get(item, "") + event["text"]).split()
+        else:
+            continue
+        ends_as = final.get(item, [])
+        for k, word in enumerate(on_screen[: len(ends_as)]):
+            if comparable(word) == comparable(ends_as[k]):
+                first.setdefault((item, k), at)
+    return [(word, first[(item, k)]) for item, words in final.items()
+            for k, word in enumerate(words) if (item, k) in first]  # fmt: skip
 
 
 def whole_file_text(url: str, recording: Recording) -> str:
@@ -354,6 +398,7 @@ def run(server: Server, streams: int, recording: Recording, png: bytes) -> dict[
             thread.join()
     cpu = sum(cpu_seconds(p) for p in pids) - cpu_before
     words = [x for r in results for x in r.word_latencies]
+    shown = [x for r in results for x in r.shown_latencies]
     ends = [x for r in results for x in r.end_latencies]
     errors = [speech_errors([recording.text], [r.transcript]).wer for r in results]
     return {
@@ -361,6 +406,7 @@ def run(server: Server, streams: int, recording: Recording, png: bytes) -> dict[
         "failed": [r.failed for r in results if r.failed],
         "word_p50": pct(words, 50), "word_p90": pct(words, 90), "word_p95": pct(words, 95),
         "end_p50": pct(ends, 50), "end_p90": pct(ends, 90), "end_p95": pct(ends, 95),
+        "shown_p50": pct(shown, 50), "shown_p90": pct(shown, 90),
         "wer": statistics.mean(errors) if errors else float("nan"),
         "cpu_per_audio_s": cpu / sum(r.audio_seconds for r in results) if results else 0,
         "rss_per_stream_mb": (peak_rss - idle_rss) / 1024 / streams,
@@ -450,21 +496,24 @@ def write_report(
         " starting 0.37 s after the previous one; the one-stream rows are two rounds of one"
         " stream, so that their percentiles pool as many turns as the two-stream rows'.",
         "- *word*: a word's end in the audio (the labels forced-aligned to it, utterance by"
-        " utterance) to the delta carrying it; *end*: a turn's last word's end to its `completed`;"
+        " utterance) to the delta carrying it; *shown*: to its first appearance as it ends up,"
+        " in a delta or in the revisable tail after the deltas (`x_...tentative`, which the"
+        " page shows); *end*: a turn's last word's end to its `completed`;"
         " *WER* against the labels (Whisper's English normalizer), *whole file*: the median of three requests of the same audio"
         " through `POST /v1/audio/transcriptions`; *CPU*: the workers' CPU seconds per second of"
         " audio streamed; *RSS*: the workers' peak RSS over idle, per stream (the first stream"
         " of a worker loads its live model, ~85 MB).",
         "",
-        "| recording | method | streams | word p50 / p90 / p95 s | end p50 / p90 / p95 s |"
-        " WER streamed | WER whole file | CPU s per audio s | RSS MB per stream |"
-        " test.png s | failures |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| recording | method | streams | word p50 / p90 / p95 s | shown p50 / p90 s |"
+        " end p50 / p90 / p95 s | WER streamed | WER whole file | CPU s per audio s |"
+        " RSS MB per stream | test.png s | failures |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, method, r in rows:
         lines.append(
             f"| {name} | {method} | {r['streams']} | {r['word_p50']:.2f} / {r['word_p90']:.2f}"
-            f" / {r['word_p95']:.2f} | {r['end_p50']:.2f} / {r['end_p90']:.2f} /"
+            f" / {r['word_p95']:.2f} | {r['shown_p50']:.2f} / {r['shown_p90']:.2f} |"
+            f" {r['end_p50']:.2f} / {r['end_p90']:.2f} /"
             f" {r['end_p95']:.2f} | {r['wer']:.1%} | {whole[name]:.1%} |"
             f" {r['cpu_per_audio_s']:.2f} | {r['rss_per_stream_mb']:.0f} | {r['png_s']:.2f} |"
             f" {len(r['failed'])} |"

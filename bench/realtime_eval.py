@@ -226,6 +226,18 @@ def waits(events: list[dict[str, Any]], reference: list[tuple[str, float]]) -> l
         if event["type"] == "conversation.item.input_audio_transcription.delta"
         for word in event["delta"].split()
     ]
+    return _waited(sent, reference)
+
+
+def shown(events: list[dict[str, Any]], reference: list[tuple[str, float]]) -> list[float]:
+    """Audio seconds each word of the completed transcripts waited to be on screen as it
+    ends up, the revisable tail included (``realtime.first_shown``), less the word's end."""
+    return _waited(realtime.first_shown([(e["x_heard"], e) for e in events]), reference)
+
+
+def _waited(sent: list[tuple[str, float]], reference: list[tuple[str, float]]) -> list[float]:
+    """When each of ``sent`` (word, audio seconds heard) came, less the end of the word of
+    ``reference`` it matches (in order)."""
     norm = [normalize_speech(w) for w, _h in sent]
     ref = [normalize_speech(w) for w, _e in reference]
     matcher = difflib.SequenceMatcher(a=norm, b=ref, autojunk=False)
@@ -357,6 +369,7 @@ def main() -> None:
     decoder.load()
     refs, streamed, whole = [], [], []
     all_waited: list[float] = []
+    all_shown: list[float] = []  # the same to a word first shown right, the tail included
     talk_waited: list[float] = []  # the espeak-ng talks' words
     decode_total = audio_total = 0.0
     chosen = [r for r in recordings(args.set) if not args.only or r.name in args.only]
@@ -366,6 +379,8 @@ def main() -> None:
             lambda emit: Session(decoder, emit, policy=policy), recording, args.resample
         )
         waited = waits(events, reference_words(recording))
+        on_screen = shown(events, reference_words(recording))
+        all_shown += on_screen
         if args.dump:
             args.dump.mkdir(parents=True, exist_ok=True)
             (args.dump / f"{recording.name}.json").write_text(json.dumps(events))
@@ -385,6 +400,7 @@ def main() -> None:
             line += f", whole {speech_errors([recording.text], [whole[-1]]).wer:.1%}"
         cost = f"decode {decoding / recording.seconds:.3f} s per audio s"
         line += f", waited p50/p90 {_pct(waited, 50):.2f}/{_pct(waited, 90):.2f} s"
+        line += f", shown {_pct(on_screen, 50):.2f}/{_pct(on_screen, 90):.2f} s"
         print(line + f" ({spent:.0f} s, {cost})", flush=True)
         print("   streamed:", text[:3000], flush=True)
     total = speech_errors(refs, streamed)
@@ -395,6 +411,8 @@ def main() -> None:
     line += f"/{_pct(all_waited, 95):.2f} s ({len(all_waited)} words)"
     line += f", talks' {_pct(talk_waited, 50):.2f}/{_pct(talk_waited, 90):.2f}"
     line += f"/{_pct(talk_waited, 95):.2f} s"
+    line += f"; shown (tail included) {_pct(all_shown, 50):.2f}/{_pct(all_shown, 90):.2f}"
+    line += f"/{_pct(all_shown, 95):.2f} s"
     if audio_total:
         line += f"; decode {decode_total / audio_total:.3f} s per audio s"
     print(line, flush=True)

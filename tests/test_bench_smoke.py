@@ -37,5 +37,6 @@ def test_the_live_transcription_bench_writes_a_row(tmp_path: Path) -> None:
     (row,) = [line for line in out.read_text().splitlines() if line.startswith("| librivox |")]
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[1:3] == ["short-window", "1"], cells
-    assert cells[5].endswith("%") and cells[6].endswith("%"), cells  # WER streamed, whole file
+    assert cells[6].endswith("%") and cells[7].endswith("%"), cells  # WER streamed, whole file
+    assert all(float(x) > 0 for x in cells[4].split(" / ")), cells  # words shown p50 / p90 s
     assert cells[-1] == "0", f"failed streams: {cells}"
