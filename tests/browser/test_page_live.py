@@ -78,6 +78,7 @@ def test_the_microphone_button_shows_words_as_they_are_spoken(
     # A completed turn shows its transcript alone, no tail.
     done = browser.find_element(By.CSS_SELECTOR, "#live-text .live-turn.done")
     assert not done.find_elements(By.CSS_SELECTOR, ".tentative")
+    assert {"quick", "over"} <= {w.strip(".,!?") for w in done.text.lower().split()}, done.text
     button.click()
     assert button.get_attribute("aria-pressed") == "false"
     errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
