@@ -117,8 +117,10 @@ class Arrivals:
         while len(self.marks) > 1 and self.marks[1][0] <= before:
             self.marks.popleft()
 
-    def of(self, sample: int) -> float:
-        """When the audio up to ``sample`` had arrived (now, if it has not yet)."""
+    def of(self, sample: int, kept_from: int) -> float:
+        """When the audio up to ``sample`` had arrived (now, if it has not yet); the marks
+        only audio before ``kept_from`` (the session's oldest) needs are dropped."""
+        self.forget(min(sample, kept_from))
         for end, arrived in self.marks:
             if end >= sample:
                 return arrived

@@ -8,8 +8,9 @@ standard input (``--rate``, 24000 by default), as a microphone pipe gives it::
     arecord -q -f S16_LE -r 24000 -c 1 | extractor listen -
 
 Each turn's words are printed as their deltas arrive and the line ends when the turn is
-completed. The client is wsproto over a socket (TLS for https:// and wss:// URLs), as the
-server is: no other dependency.
+completed; on a terminal, the words the server hears after them but has not confirmed yet
+follow, dimmed, redrawn as they change (``terminal``). The client is wsproto over a socket
+(TLS for https:// and wss:// URLs), as the server is: no other dependency.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from wsproto.events import (
     TextMessage,
 )
 from wsproto.utilities import LocalProtocolError
+
+from .terminal import TurnWriter
 
 CHUNK_MS = 40
 
@@ -154,6 +157,7 @@ def listen(
     except (OSError, ValueError) as exc:  # PyAV's errors are these too
         raise SystemExit(f"extractor listen: cannot read {source}: {exc}") from None
     client = LiveClient(url, secret)
+    writer = TurnWriter.to(out)  # on a terminal, each turn's revisable tail too
     failures: list[str] = []
     # The server handles a session's messages in order, so its reply to a no-op update sent
     # after the last commit comes once every turn of the audio is committed; the stream ends
@@ -179,16 +183,16 @@ def listen(
         for event in client.events():
             kind = event["type"]
             if kind.endswith("transcription.delta"):
-                out.write(event["delta"])
-                out.flush()
+                writer.delta(event["delta"])
+            elif kind.endswith("transcription.tentative"):
+                writer.tail(event["text"])
             elif kind.endswith("transcription.completed") and event["transcript"]:
-                out.write("\n")
-                out.flush()
+                writer.end_turn()
             elif kind == "error":
                 if event["error"].get("code") == "input_audio_buffer_commit_empty":
                     continue  # the last turn was already committed when the audio ran out
                 failures.append(event["error"]["message"])
-                print(f"extractor listen: {event['error']['message']}", file=sys.stderr)
+                writer.say(f"extractor listen: {event['error']['message']}")
             elif kind == "input_audio_buffer.committed":
                 open_items.add(event["item_id"])
             elif kind == "conversation.item.done":
@@ -216,12 +220,12 @@ def listen(
                 {"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()}
             )
     except KeyboardInterrupt:  # Ctrl-C: what was sent is still transcribed and printed
-        print("extractor listen: stopped; finishing the last turn", file=sys.stderr)
+        writer.say("extractor listen: stopped; finishing the last turn")
     except (OSError, LocalProtocolError) as exc:
-        _lost(failures, exc)
+        _lost(failures, exc, writer)
     except ValueError as exc:  # the file's audio broke off: what came before is still shown
         unreadable = f"cannot read all of {source}: {exc}"
-        print(f"extractor listen: {unreadable}", file=sys.stderr)
+        writer.say(f"extractor listen: {unreadable}")
     if reader.is_alive() and not failures:
         try:
             client.send_json({"type": "input_audio_buffer.commit"})
@@ -229,21 +233,22 @@ def listen(
             ended.set()
             client.send_json({"type": "session.update", "session": {"type": "transcription"}})
         except (OSError, LocalProtocolError) as exc:
-            _lost(failures, exc)
+            _lost(failures, exc, writer)
     if failures:
         client.close()  # nothing more will come: the reader stops on the closed socket
     reader.join(timeout=120)
     client.close()
     if reader.is_alive():
-        print("extractor listen: no answer from the server for 120 s", file=sys.stderr)
+        writer.say("extractor listen: no answer from the server for 120 s")
     elif not complete.is_set() and not failures:
-        print("extractor listen: the server closed the session before its end", file=sys.stderr)
+        writer.say("extractor listen: the server closed the session before its end")
+    writer.close()
     return 0 if complete.is_set() and not failures and not unreadable else 1
 
 
-def _lost(failures: list[str], exc: Exception) -> None:
+def _lost(failures: list[str], exc: Exception, writer: TurnWriter) -> None:
     """A send failed: the server closed the connection (its reason, an ``error`` event, is
     printed already when it sent one: wsproto then refuses to send more) or it broke."""
     if not failures:
         failures.append(f"connection lost: {exc}")
-        print(f"extractor listen: {failures[-1]}", file=sys.stderr)
+        writer.say(f"extractor listen: {failures[-1]}")

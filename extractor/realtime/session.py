@@ -176,11 +176,6 @@ class Session:
         self.queued_end += round(seconds * SAMPLE_RATE)
         self.arrivals.add(self.queued_end, arrived)
 
-    def arrival(self, sample: int) -> float:
-        """When the audio up to ``sample`` had arrived (for the latency metrics)."""
-        self.arrivals.forget(min(sample, self.base))  # audio no decode can ask about any more
-        return self.arrivals.of(sample)
-
     def _queue(self, samples: np.ndarray) -> None:
         self.queued_end += len(samples)
         for start in range(0, len(samples), FEED_SAMPLES):
@@ -310,7 +305,7 @@ class Session:
         """Send ``words``, first heard by the decode that ran up to sample ``heard_at``."""
         if not words:
             return
-        lag = time.monotonic() - self.arrival(heard_at)
+        lag = time.monotonic() - self.arrivals.of(heard_at, self.base)
         for _word in words:
             metrics.WORD_LATENCY.observe(lag)
         delta = item.following(words)
@@ -368,8 +363,10 @@ class Session:
         self._tentative(item, item.agreement.previous)
 
     def _tentative(self, item: Item, words: list[str]) -> None:
-        """Send the words heard after those sent as the turn's revisable tail, if changed."""
-        text = item.following(words) if self.policy.tentative else ""
+        """Send the words heard after those sent as the turn's revisable tail, if changed
+        (not from under a second of its window: tiny.en guesses there, words out of a breath)."""
+        shown = self.policy.tentative and self.position - item.window >= SAMPLE_RATE
+        text = item.following(words) if shown else ""
         if text != item.tentative:
             item.tentative = text
             self.emit(ev.transcription_tentative(item.id, text))
@@ -431,7 +428,9 @@ class Session:
                                               str(failure)))  # fmt: skip
             return
         if item.heard_speech:
-            metrics.COMPLETED_LATENCY.observe(time.monotonic() - self.arrival(item.speech_end))
+            metrics.COMPLETED_LATENCY.observe(
+                time.monotonic() - self.arrivals.of(item.speech_end, self.base)
+            )
         seconds = (item.end - item.start) / SAMPLE_RATE
         for event in ev.transcription_completed(
             item.id, item.previous_id, item.transcript, seconds

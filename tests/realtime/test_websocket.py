@@ -351,6 +351,56 @@ def test_extractor_listen_prints_the_words(server: str, tmp_path: Path) -> None:
         assert "Traceback" not in unreadable.stderr
 
 
+def test_extractor_listen_on_a_terminal_redraws_the_tail(server: str, tmp_path: Path) -> None:
+    """On a terminal (a pty, its screen emulated by pyte), the words not yet confirmed show
+    dimmed after each turn's words and are redrawn as they change: the screen ends with each
+    turn's confirmed words alone, exactly what the deltas printed."""
+    import fcntl
+    import pty
+    import re
+    import select
+    import struct
+    import termios
+
+    import pyte
+
+    wav = wav_file(tmp_path / "speech.wav", silence(0.3) + pcm(FIRST) + silence(1.2))
+    master, tty = pty.openpty()
+    fcntl.ioctl(tty, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))  # 40 columns
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS", "LINES")}
+    command = [sys.executable, "-m", "extractor.cli", "listen", "--url", server]
+    child = subprocess.Popen(
+        [*command, str(wav), "--secret", SECRET], stdout=tty, stderr=subprocess.PIPE,
+        env={**env, "TERM": "xterm"},
+    )  # fmt: skip
+    os.close(tty)
+    raw, deadline = b"", time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if not select.select([master], [], [], 1)[0]:
+            if child.poll() is not None:
+                break
+            continue
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        raw += chunk
+    os.close(master)
+    assert child.wait(timeout=30) == 0, child.stderr.read() if child.stderr else ""
+    text = raw.decode()
+    assert "\x1b[2m" in text, "no tail was drawn"
+    # What the deltas printed: the output without the tails and the cursor movements.
+    words = re.sub(r"\x1b\[2m.*?\x1b\[0m|\x1b\[\d*[A-Za-z]|\r", "", text, flags=re.S)
+    screen = pyte.Screen(40, 24)
+    pyte.ByteStream(screen).feed(raw)
+    rows = [row.rstrip() for row in screen.display if row.strip()]
+    printed = words.strip().splitlines()
+    assert len(printed) == 1 and {"quick", "over"} <= set(transcript_words(printed[0]))
+    assert "".join(row.ljust(40) for row in rows).rstrip() == printed[0], (rows, text)
+
+
 def test_extractor_listen_finishes_the_turn_on_ctrl_c(server: str) -> None:
     """Ctrl-C on `extractor listen -` stops reading the microphone; the words of the turn
     being spoken still come (the audio sent is committed), then it exits 0."""
