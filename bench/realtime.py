@@ -242,7 +242,7 @@ def score(
         elif event["type"].endswith("transcription.completed") and event["transcript"].strip():
             transcripts.append(event["transcript"])
             ends.append((len(streamed) - 1, at - t0))
-    ref_of = _matched(streamed, recording)
+    ref_of = match_words(streamed, recording.words)
     word_latencies = [
         arrival - recording.words[ref_of[i]][1]
         for i, (_w, arrival) in enumerate(streamed)
@@ -254,7 +254,7 @@ def score(
         if matched:
             end_latencies.append(completed - recording.words[max(matched)][1])
     shown = first_shown([(at - t0, event) for at, event in received])
-    shown_of = _matched(shown, recording)
+    shown_of = match_words(shown, recording.words)
     shown_latencies = [
         at - recording.words[shown_of[i]][1] for i, (_w, at) in enumerate(shown) if i in shown_of
     ]
@@ -264,10 +264,13 @@ def score(
     )  # fmt: skip
 
 
-def _matched(words: list[tuple[str, float]], recording: Recording) -> dict[int, int]:
-    """Which reference word each of ``words`` is (by index; in order, unmatched left out)."""
+def match_words(
+    words: list[tuple[str, float]], reference: list[tuple[str, float]]
+) -> dict[int, int]:
+    """Which word of ``reference`` each of ``words`` is (by index; in order, unmatched left
+    out): (word, time) pairs both, compared as Whisper's English normalizer writes them."""
     norm = [normalize_speech(w) for w, _t in words]
-    ref = [normalize_speech(w) for w, _e in recording.words]
+    ref = [normalize_speech(w) for w, _e in reference]
     matcher = difflib.SequenceMatcher(a=norm, b=ref, autojunk=False)
     return {
         block.a + k: block.b + k

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import difflib
 import json
 import tarfile
 import time
@@ -37,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from bench import datasets, realtime, talks
-from bench.accuracy_score import normalize_speech, speech_errors
+from bench.accuracy_score import speech_errors
 from extractor import samples
 
 RATE = 16_000
@@ -238,14 +237,7 @@ def shown(events: list[dict[str, Any]], reference: list[tuple[str, float]]) -> l
 def _waited(sent: list[tuple[str, float]], reference: list[tuple[str, float]]) -> list[float]:
     """When each of ``sent`` (word, audio seconds heard) came, less the end of the word of
     ``reference`` it matches (in order)."""
-    norm = [normalize_speech(w) for w, _h in sent]
-    ref = [normalize_speech(w) for w, _e in reference]
-    matcher = difflib.SequenceMatcher(a=norm, b=ref, autojunk=False)
-    return [
-        sent[block.a + k][1] - reference[block.b + k][1]
-        for block in matcher.get_matching_blocks()
-        for k in range(block.size)
-    ]
+    return [sent[i][1] - reference[j][1] for i, j in realtime.match_words(sent, reference).items()]
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -378,8 +370,8 @@ def main() -> None:
         text, events = stream(
             lambda emit: Session(decoder, emit, policy=policy), recording, args.resample
         )
-        waited = waits(events, reference_words(recording))
-        on_screen = shown(events, reference_words(recording))
+        reference = reference_words(recording)
+        waited, on_screen = waits(events, reference), shown(events, reference)
         all_shown += on_screen
         if args.dump:
             args.dump.mkdir(parents=True, exist_ok=True)

@@ -35,8 +35,12 @@ function pcm16(floats) {
 // One paragraph per turn: its words appended as deltas come, then (greyed) the words the
 // server hears after them but has not confirmed yet (this server's extension event, which
 // each delta voids and the next replaces), marked done when completed.
+function lineOf(itemId) {
+  return live.output.querySelector(`[data-item="${CSS.escape(itemId)}"]`);
+}
+
 function turn(itemId) {
-  let line = live.output.querySelector(`[data-item="${CSS.escape(itemId)}"]`);
+  let line = lineOf(itemId);
   if (!line) {
     line = document.createElement("p");
     line.dataset.item = itemId;
@@ -62,8 +66,7 @@ function onEvent(event) {
     line.classList.add("done");
     if (!event.transcript) line.remove();
   } else if (event.type === "conversation.item.input_audio_transcription.failed") {
-    const line = live.output.querySelector(`[data-item="${CSS.escape(event.item_id)}"]`);
-    line?.querySelector(".tentative")?.remove();
+    lineOf(event.item_id)?.querySelector(".tentative")?.remove();
   } else if (event.type === "input_audio_buffer.speech_started") {
     live.status.textContent = "Listening: speech…";
   } else if (event.type === "input_audio_buffer.speech_stopped") {
