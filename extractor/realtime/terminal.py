@@ -43,6 +43,9 @@ class TurnWriter:
         self.width = width or (lambda: shutil.get_terminal_size().columns)
         self.column: int | None = 0  # cells of the open turn's line so far (None: unknown)
         self.shown = 0  # cells of the tail drawn after them
+        # the cursor is at the start of the row after a full one (a tail drawn past the margin
+        # and erased), not at its end awaiting the wrap: the newline is already there
+        self.below = False
         self.lock = threading.Lock()
 
     @classmethod
@@ -55,6 +58,7 @@ class TurnWriter:
         with self.lock:
             self._erase()
             self.out.write(text)
+            self.below = self.below and not text
             width = cells(text)
             self.column = None if self.column is None or width is None else self.column + width
             self.out.flush()
@@ -71,8 +75,9 @@ class TurnWriter:
     def end_turn(self) -> None:
         with self.lock:
             self._erase()
-            self.out.write("\n")
-            self.column = 0
+            if not self.below:
+                self.out.write("\n")
+            self.column, self.below = 0, False
             self.out.flush()
 
     def say(self, message: str) -> None:
@@ -80,8 +85,9 @@ class TurnWriter:
         with self.lock:
             self._erase()
             if self.tails and self.column != 0:
-                self.out.write("\n")  # the turn goes on below the message
-                self.column = 0
+                if not self.below:
+                    self.out.write("\n")  # the turn goes on below the message
+                self.column, self.below = 0, False
             self.out.flush()
             print(message, file=sys.stderr, flush=True)
 
@@ -101,3 +107,4 @@ class TurnWriter:
         forward = f"\x1b[{start % width}C" if start % width else ""
         self.out.write(back + "\r" + forward + "\x1b[J")
         self.shown = 0
+        self.below = start > 0 and start % width == 0

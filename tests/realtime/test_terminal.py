@@ -122,3 +122,36 @@ def test_a_tail_whose_width_is_unsure_is_not_drawn() -> None:
     assert out.rows() == ["Cafe 東京 tower and", "more words, wrapped"]
     writer.end_turn()
     assert out.rows() == ["Cafe 東京"]
+
+
+def test_a_turn_that_ends_at_the_margin_leaves_no_blank_row(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Words that fill the row exactly leave the cursor past the margin; a tail drawn and
+    erased there leaves it at the start of the next row, where the next turn begins."""
+    out = Screen()
+    writer = TurnWriter(out, tails=True, width=lambda: WIDTH)
+    writer.delta("Ask not what your c")  # 19 cells
+    writer.tail("ountry")
+    writer.delta("o")  # 20 cells: the row is full
+    writer.tail(" can do for you")
+    writer.tail("")
+    writer.end_turn()
+    writer.delta("Next")
+    writer.end_turn()
+    assert out.rows() == ["Ask not what your co", "Next"]
+    # With no tail in between, the newline is the one that ends the turn.
+    writer.delta("A full row of words!")
+    writer.end_turn()
+    writer.delta("After")
+    writer.tail(" it")
+    writer.end_turn()
+    assert out.rows() == ["Ask not what your co", "Next", "A full row of words!", "After"]
+    # A message after a full row and an erased tail: the turn goes on right below it.
+    writer.delta("Twenty cells exactly")
+    writer.tail(" more")
+    writer.say("extractor listen: stopped")
+    writer.delta(" more")
+    writer.end_turn()
+    assert out.rows()[-3:] == ["After", "Twenty cells exactly", " more"]
+    assert capsys.readouterr().err == "extractor listen: stopped\n"
