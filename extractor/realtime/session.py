@@ -199,15 +199,16 @@ class Session:
         self._committed(item, self.position)
 
     def _clear(self) -> None:
-        """Drop the uncommitted buffer. Its audio still counts in the session's timeline (the
-        offsets are of all audio appended, as OpenAI's are: ``step`` takes a message only once
-        the audio before it is through the VAD), and a turn whose words were already sent as
-        deltas ends with ``failed``, so that a client showing them knows they are void."""
+        """Drop the uncommitted buffer (its audio still counts in the session's timeline, as
+        OpenAI's offsets do). A turn whose words went out as deltas ends with ``failed``, one
+        with only a tail shown gets an empty tail, so that a client knows they are void."""
         item, self.item = self.item, None
         if item is not None and item.words:
             self.emit(ev.transcription_failed(item.id, "invalid_request_error",
                       "input_audio_buffer_cleared", "the turn's audio was cleared before it was"
                       " committed: the words sent for it are withdrawn"))  # fmt: skip
+        elif item is not None and item.tentative:
+            self.emit(ev.transcription_tentative(item.id, ""))
         self.input.flush()
         self.buffer_start = self.position
         self.detector = TurnDetector(self.detector.config)

@@ -4,6 +4,7 @@ and Silero VAD, espeak-ng speech, no network)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from realtime_support import FIRST, SECOND, appends, pcm, silence, transcript_words
@@ -75,3 +76,25 @@ def test_turned_off_only_openais_events_are_sent(decoder: WindowDecoder) -> None
     assert not [e for e in events if e["type"].startswith("x_")]
     completed = [e for e in events if e["type"] == COMPLETED]
     assert [bool(transcript_words(e["transcript"])) for e in completed] == [True, True]
+
+
+def test_a_clear_voids_a_tail_that_no_delta_confirmed(decoder: WindowDecoder) -> None:
+    """A turn cleared while only its tail is shown (no delta to end with ``failed``): an empty
+    tail tells the client to drop it."""
+    events: list[dict[str, Any]] = []
+    session = Session(decoder, events.append, policy=DecodePolicy(tentative=True))
+    for message in appends(silence(1) + pcm(FIRST)):
+        session.receive(message)
+        while session.step():
+            pass
+        if any(e["type"] == TENTATIVE for e in events):
+            break
+    (item_id,) = {e["item_id"] for e in events if e["type"] == TENTATIVE}
+    assert not [e for e in events if e["type"] == DELTA]  # a tail only, so far
+    seen = len(events)
+    session.receive(json.dumps({"type": "input_audio_buffer.clear"}))
+    while session.step():
+        pass
+    cleared = events[seen:]
+    assert [e["type"] for e in cleared] == [TENTATIVE, "input_audio_buffer.cleared"]
+    assert cleared[0]["item_id"] == item_id and cleared[0]["text"] == ""
