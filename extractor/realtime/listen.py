@@ -186,7 +186,7 @@ def listen(
                 writer.delta(event["delta"])
             elif kind.endswith("transcription.tentative"):
                 writer.tail(event["text"])
-            elif kind.endswith("transcription.completed") and event["transcript"]:
+            elif kind.endswith("transcription.completed"):
                 writer.end_turn()
             elif kind == "error":
                 if event["error"].get("code") == "input_audio_buffer_commit_empty":
@@ -198,6 +198,9 @@ def listen(
             elif kind == "conversation.item.done":
                 open_items.discard(event["item"]["id"])
             elif kind.endswith("transcription.failed"):
+                writer.end_turn()  # its words (withdrawn) keep their line, the next turn its own
+                reason = (event.get("error") or {}).get("message", "no reason given")
+                writer.say(f"extractor listen: a turn failed: {reason}")
                 open_items.discard(event["item_id"])
             elif kind == "session.updated":
                 updates["answered"] += 1

@@ -73,9 +73,10 @@ class TurnWriter:
             self.out.flush()
 
     def end_turn(self) -> None:
+        """End the turn's line (a turn that printed no word: its tail erased, no line)."""
         with self.lock:
             self._erase()
-            if not self.below:
+            if self.column != 0 and not self.below:
                 self.out.write("\n")
             self.column, self.below = 0, False
             self.out.flush()

@@ -155,3 +155,23 @@ def test_a_turn_that_ends_at_the_margin_leaves_no_blank_row(
     writer.end_turn()
     assert out.rows()[-3:] == ["After", "Twenty cells exactly", " more"]
     assert capsys.readouterr().err == "extractor listen: stopped\n"
+
+
+def test_a_turn_with_no_words_leaves_no_line() -> None:
+    """A turn that completes empty (or fails before a delta) after showing a tail: the tail
+    goes, and no empty line is left; a turn with words still ends its line."""
+    out = Screen()
+    writer = TurnWriter(out, tails=True, width=lambda: WIDTH)
+    writer.delta("First turn.")
+    writer.end_turn()
+    writer.tail("Uh")
+    writer.end_turn()  # completed with an empty transcript
+    writer.delta("Second.")
+    writer.end_turn()
+    assert out.rows() == ["First turn.", "Second."]
+    piped = io.StringIO()
+    plain = TurnWriter(piped, tails=False)
+    plain.end_turn()
+    plain.delta("Words.")
+    plain.end_turn()
+    assert piped.getvalue() == "Words.\n"
