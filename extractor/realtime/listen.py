@@ -176,8 +176,14 @@ def listen(
         updates["sent"] += 1
 
     def show() -> None:
-        with contextlib.suppress(OSError):  # the connection broke: the main thread says so
+        try:
             follow()
+        except OSError:  # the connection broke: the main thread says so
+            pass
+        except (KeyError, TypeError, AttributeError) as exc:  # a server not speaking it
+            failures.append(f"the server sent an event not in the protocol's shape ({exc!r})")
+            writer.say(f"extractor listen: {failures[-1]}")
+            client.close()
 
     def follow() -> None:
         for event in client.events():
