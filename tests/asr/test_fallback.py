@@ -94,9 +94,10 @@ def test_a_loop_still_falls_back_to_sampling(
     monkeypatch.setattr(engine.whisper_model().model, "_model", decodes)
     audio, _seconds = talk
     engine.transcribe(audio, TranscribeOptions(language="en"))
-    # window 1: its beam search kept; window 2: its beam search looped, then samples
+    # window 1: its beam search kept; window 2: its beam search looped, then samples (where a
+    # sample ends is drawn by lot, so a window after it, at temperature 0, may follow)
     assert decodes.temperatures[:2] == [0, 0]
-    assert decodes.temperatures[2:] and all(t > 0 for t in decodes.temperatures[2:])
+    assert len(decodes.temperatures) > 2 and decodes.temperatures[2] > 0
 
 
 def test_when_every_temperature_fails_the_choice_is_faster_whispers() -> None:
