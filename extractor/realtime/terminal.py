@@ -76,19 +76,15 @@ class TurnWriter:
         """End the turn's line (a turn that printed no word: its tail erased, no line)."""
         with self.lock:
             self._erase()
-            if self.column != 0 and not self.below:
-                self.out.write("\n")
-            self.column, self.below = 0, False
+            self._line_end()
             self.out.flush()
 
     def say(self, message: str) -> None:
         """``message`` on standard error, on a line of its own when the terminal shows both."""
         with self.lock:
             self._erase()
-            if self.tails and self.column != 0:
-                if not self.below:
-                    self.out.write("\n")  # the turn goes on below the message
-                self.column, self.below = 0, False
+            if self.tails:
+                self._line_end()  # the turn goes on below the message
             self.out.flush()
             print(message, file=sys.stderr, flush=True)
 
@@ -97,6 +93,12 @@ class TurnWriter:
         with self.lock:
             self._erase()
             self.out.flush()
+
+    def _line_end(self) -> None:
+        """End the open line, if it holds anything and the wrap has not ended it already."""
+        if self.column != 0 and not self.below:
+            self.out.write("\n")
+        self.column, self.below = 0, False
 
     def _erase(self) -> None:
         if not self.shown or self.column is None:
