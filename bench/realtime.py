@@ -61,6 +61,9 @@ METHODS = {
     # in --methods since session 31, which measures history in its place).
     "turn-alone": ("--realtime-min-window-seconds", "10", "--realtime-context-seconds", "0"),
     "full-window": ("--realtime-min-window-seconds", "30"),
+    # The short window with beam 3 for the partial decodes (session 34; not run unless named
+    # in --methods).
+    "partial-beam-3": ("--realtime-min-window-seconds", "10", "--realtime-partial-beam-size", "3"),
     # The short window with the last words of the earlier turns in each decode's prompt
     # (session 31, measured, not adopted: EXTRACTOR_REALTIME_HISTORY_WORDS=120).
     "history": (
@@ -422,7 +425,10 @@ def main() -> None:
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 2, 3, 4])
     parser.add_argument(
         "--methods", nargs="+", choices=list(METHODS),
-        default=[m for m in METHODS if m not in ("window-15", "strict", "no-slide", "turn-alone")],
+        default=[
+            m for m in METHODS
+            if m not in ("window-15", "strict", "no-slide", "turn-alone", "partial-beam-3")
+        ],
     )  # fmt: skip
     parser.add_argument("--recordings", nargs="+", default=["librivox", "espeak-talk"])
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("realtime.md"))
@@ -486,13 +492,15 @@ def write_report(
         " measured): 15 s (`=15`). All: the default decoding"
         f" policy, LocalAgreement-{policy.agreement} every {policy.step_seconds} s of new audio"
         f" (the newest two decodes after {policy.patience} in a row agreed on nothing new),"
-        f" beam {policy.partial_beam}, the turn's end decoded during the pause, a turn heard"
+        f" beam {policy.partial_beam} ({policy.final_beam} for a turn's or window's end), the"
+        " turn's end decoded during the pause, a turn heard"
         f" after the last {policy.context_seconds:g} s of the one before (as fits in the window),"
         f" a window past {policy.slide_seconds:g} s started anew at a word sent in its last"
         f" {policy.slide_keep:g} s; **history**: the short window, the prompt also holding the"
         f" last {HISTORY_WORDS} words of the turns before; **no-slide** (when measured): windows grow to a pause past 20 s;"
         " **turn-alone** (when measured): the short window, each turn heard alone (context 0);"
         " **strict** (when measured): the short window, always three agreeing decodes (patience 0);"
+        " **partial-beam-3** (when measured): the short window, beam 3 for the partial decodes;"
         " **margin**: the short window, LocalAgreement-2 and a 0.3 s word-end margin.",
         "- Server: `extractor serve --workers 2 --realtime-sessions 2` (4 streams at most);"
         " clients send PCM16 24 kHz in 40 ms messages paced to the wall clock, each stream"

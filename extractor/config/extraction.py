@@ -329,8 +329,17 @@ class Settings(JobSettings, EngineSettings):
     realtime_beam_size: int = setting(
         5,
         "beams",
-        "Beam size of a live turn's decodes: 5 made fewer wrong words final than greedy"
-        " decoding (1, ~15% less CPU) on the tuning recordings (bench/realtime.md).",
+        "Beam size of the decodes that end a live turn or window (their words are sent as"
+        " heard): 5 made fewer wrong words final than greedy decoding (1, ~15% less CPU) on the"
+        " tuning recordings (bench/realtime.md).",
+        at_least=1,
+    )
+    realtime_partial_beam_size: int = setting(
+        5,
+        "beams",
+        "Beam size of a live turn's partial decodes, which run about every"
+        " EXTRACTOR_REALTIME_STEP_SECONDS while the speaker goes on and send the words"
+        " EXTRACTOR_REALTIME_AGREEMENT of them agree on (bench/realtime.md).",
         at_least=1,
     )
     realtime_slide_seconds: float = setting(

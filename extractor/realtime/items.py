@@ -27,7 +27,7 @@ class DecodePolicy:
 
     # The settings' defaults, chosen on bench/realtime_eval.py's tuning set (bench/realtime.md).
     step_seconds: float = _declared("realtime_step_seconds")
-    partial_beam: int = _declared("realtime_beam_size")
+    partial_beam: int = _declared("realtime_partial_beam_size")
     final_beam: int = _declared("realtime_beam_size")
     # consecutive hypotheses that must agree on a word (LocalAgreement-n)
     agreement: int = _declared("realtime_agreement")
@@ -56,7 +56,7 @@ class DecodePolicy:
         """A deployment's policy: its ``EXTRACTOR_REALTIME_*`` decoding settings."""
         return cls(
             step_seconds=settings.realtime_step_seconds,
-            partial_beam=settings.realtime_beam_size,
+            partial_beam=settings.realtime_partial_beam_size,
             final_beam=settings.realtime_beam_size,
             agreement=settings.realtime_agreement,
             patience=settings.realtime_agreement_patience,
@@ -149,3 +149,16 @@ class Item:
     @property
     def final_key(self) -> tuple[int, int, int]:
         return (self.window, self.window_words, self.speech_end)
+
+    def ready_words(self, tail: float, settled: float) -> list[str] | None:
+        """The words of the decode made during the pause (of the audio to its speech end and
+        ``tail`` seconds more), if they still stand: the window and its words unchanged, and
+        any speech VAD heard since (a moment above its threshold) ending ``settled`` seconds
+        or more before the end of the audio that decode heard."""
+        if self.ready is None:
+            return None
+        (window, words, speech_end), heard = self.ready
+        if (window, words) != (self.window, self.window_words):
+            return None
+        heard_after = speech_end + int(tail * SAMPLE_RATE) - self.speech_end
+        return heard if heard_after >= int(settled * SAMPLE_RATE) else None
