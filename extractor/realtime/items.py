@@ -149,16 +149,3 @@ class Item:
     @property
     def final_key(self) -> tuple[int, int, int]:
         return (self.window, self.window_words, self.speech_end)
-
-    def ready_words(self, tail: float, settled: float) -> list[str] | None:
-        """The words of the decode made during the pause (of the audio to its speech end and
-        ``tail`` seconds more), if they still stand: the window and its words unchanged, and
-        any speech VAD heard since (a moment above its threshold) ending ``settled`` seconds
-        or more before the end of the audio that decode heard."""
-        if self.ready is None:
-            return None
-        (window, words, speech_end), heard = self.ready
-        if (window, words) != (self.window, self.window_words):
-            return None
-        heard_after = speech_end + int(tail * SAMPLE_RATE) - self.speech_end
-        return heard if heard_after >= int(settled * SAMPLE_RATE) else None

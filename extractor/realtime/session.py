@@ -45,7 +45,6 @@ FEED_SAMPLES = SAMPLE_RATE // 2  # audio run through the VAD per step
 LONG_WINDOW_SECONDS = 20.0  # past this, a window is cut at the next pause
 HARD_WINDOW_SECONDS = 28.0  # and here without one
 TAIL_SECONDS = 0.4  # audio after the last speech a final decode hears (Silero ends "ships" early)
-SETTLED_SECONDS = 0.2  # of it a pause's decode heard after speech VAD heard again, to stand
 MIN_COMMIT_MS = 100  # OpenAI's smallest committable buffer
 # tiny.en can end its text right after a forced prefix ending a sentence while speech goes on:
 STALLED_DECODES = 3  # partials in a row hearing nothing then restart the window (unforced)
@@ -334,7 +333,7 @@ class Session:
         if self.config.turn_detection is not None and self.detector.pausing:
             # The speaker paused: decode the turn's end now rather than when VAD ends it.
             tail_in = self.position >= item.speech_end + int(TAIL_SECONDS * SAMPLE_RATE)
-            return tail_in and item.ready_words(TAIL_SECONDS, SETTLED_SECONDS) is None
+            return tail_in and (item.ready is None or item.ready[0] != item.final_key)
         return self.position - item.decoded_to >= self.policy.step_seconds * SAMPLE_RATE
 
     def _partial(self) -> None:
@@ -413,9 +412,10 @@ class Session:
         if item.heard_speech and item.speech_end > item.window:
             end = min(item.end, item.speech_end + int(TAIL_SECONDS * SAMPLE_RATE))
             try:
-                # decoded during the pause, if nothing was said since
-                words = item.ready_words(TAIL_SECONDS, SETTLED_SECONDS)
-                if words is None:
+                ready = item.ready
+                if ready is not None and ready[0] == item.final_key:
+                    words = ready[1]  # decoded during the pause: nothing was said since
+                else:
                     words = self._decode(item, end, self.policy.final_beam)[0]
                 self._send(item, words, end)
                 if self.policy.context_seconds > 0 and item.window_text.strip():

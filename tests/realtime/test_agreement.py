@@ -67,6 +67,9 @@ def test_the_policy_defaults_are_the_settings_defaults() -> None:
 
     settings, policy = Settings(), DecodePolicy()
     assert policy == DecodePolicy.from_settings(settings)
+    # the partial decodes' beam is its own setting; EXTRACTOR_REALTIME_BEAM_SIZE the ends'
+    tuned = DecodePolicy.from_settings(Settings(realtime_partial_beam_size=3, realtime_beam_size=4))
+    assert (tuned.partial_beam, tuned.final_beam) == (3, 4)
 
 
 def test_patience_lets_two_hypotheses_confirm_past_a_word_heard_differently() -> None:
