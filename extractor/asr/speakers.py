@@ -59,8 +59,23 @@ class SpeakerTurn:
 
 
 def speakers_available() -> bool:
-    """Whether the ``speakers`` extra is installed, without importing it."""
-    return importlib.util.find_spec(DIARIZER_MODULE) is not None
+    """Whether the ``speakers`` extra is installed, without importing it, on a CPU it runs on."""
+    return importlib.util.find_spec(DIARIZER_MODULE) is not None and cpu_runs_senko()
+
+
+def cpu_runs_senko(cpuinfo: str | None = None) -> bool:
+    """senko 0.2.2's native fbank extractor (``libfbank_extractor.so``) uses AVX-512 (F and
+    BW) unconditionally: on a CPU without it (an AMD EPYC with AVX2 only, session 34) the
+    first diarization dies of SIGILL and takes the worker with it. Linux's flags say; where
+    they cannot be read, the CPU is assumed able."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="ascii", errors="replace") as file:
+                cpuinfo = file.read()
+        except OSError:
+            return True
+    flags = next((line for line in cpuinfo.splitlines() if line.startswith("flags")), None)
+    return flags is None or {"avx512f", "avx512bw"} <= set(flags.split(":", 1)[-1].split())
 
 
 class SpeakerDiarizer:
@@ -81,6 +96,11 @@ class SpeakerDiarizer:
 
     def require(self) -> None:
         """Refuse ``speakers=auto`` up front (before decoding) when the extra is missing."""
+        if importlib.util.find_spec(DIARIZER_MODULE) is not None and not cpu_runs_senko():
+            raise SpeakersUnavailable(
+                "speakers=auto needs a CPU with AVX-512 (the speaker-labelling models' feature"
+                " extractor uses it) and this server's CPU has none"
+            )
         if not speakers_available():
             raise SpeakersUnavailable(
                 "speakers=auto needs the optional speaker-labelling models: install them with"
