@@ -8,6 +8,9 @@ CTranslate2's own thread. Here the same features are computed ``BLOCK_FRAMES`` f
 time, so the intermediates stay those of 30 s whatever the window's length, which lets the
 server transcribe long windows (fewer encoder passes, no cut inside a sentence) without their
 peak; and what they freed is trimmed before the encoder's peak.
+
+The same features up to float32 rounding: BLAS sums a block's matrix product in another order
+than the whole window's, so a few hundred of a minute's 400,000 values differ in their last bit.
 """
 
 from __future__ import annotations

@@ -86,7 +86,10 @@ def test_each_batch_is_one_engine_call_on_its_joined_speech() -> None:
 @requires_espeak
 def test_a_minute_in_30_s_windows_transcribes_as_bare_faster_whisper_does(tmp_path: Path) -> None:
     """The VAD run on two windows and the speech joined across them: faster-whisper's own
-    segments, times and text, and its number of encoder passes."""
+    segments and text, at its times. Times within two of Whisper's 20 ms timestamp steps: the
+    features, computed in 30 s blocks (features.py), differ from faster-whisper's in the last
+    bit of a few hundred of 400,000 values, which on an AMD host with OpenBLAS on one thread
+    moved a segment's end from 14.22 to 14.18 s (a near tie between two timestamp tokens)."""
     pytest.importorskip("faster_whisper")
     from faster_whisper import WhisperModel
 
@@ -102,7 +105,8 @@ def test_a_minute_in_30_s_windows_transcribes_as_bare_faster_whisper_does(tmp_pa
     engine = FasterWhisperEngine(None)
     engine.load()
     bare = WhisperModel(engine.model_name, device="cpu", compute_type="int8", cpu_threads=1)
-    expected, _info = bare.transcribe(track, language="en", beam_size=5, vad_filter=True)
+    segments, _info = bare.transcribe(track, language="en", beam_size=5, vad_filter=True)
+    expected = list(segments)
     windows = quiet_windows(track, 30 * SAMPLE_RATE)
     assert len(windows) == 2
 
@@ -111,6 +115,8 @@ def test_a_minute_in_30_s_windows_transcribes_as_bare_faster_whisper_does(tmp_pa
 
     spans = speech_spans(read, windows)
     got = transcribe_spans(engine, read, spans, TranscribeOptions(language="en"), 60 * SAMPLE_RATE)
-    assert [(s.start, s.end, s.text) for s in got.segments] == [
-        (s.start, s.end, s.text) for s in expected
-    ]
+    assert [s.text for s in got.segments] == [s.text for s in expected]
+    step = 0.02
+    for ours, theirs in zip(got.segments, expected, strict=True):
+        assert ours.start == pytest.approx(theirs.start, abs=2 * step + 1e-9)
+        assert ours.end == pytest.approx(theirs.end, abs=2 * step + 1e-9)

@@ -36,7 +36,12 @@ def test_live_decodes_share_the_file_engine_model_and_run_beside_it() -> None:
     decoder.load()
     assert decoder._model is extractor.speech.whisper_model()  # type: ignore[attr-defined]
 
-    file_audio = audio16("The quick brown fox jumps over the lazy dog. " * 3)
+    # Not one sentence said over and over: beam search's text would be a loop to the fallback
+    # (fallback.py), which samples at random ("the quick roundfacht jump", once in CI).
+    file_audio = audio16(
+        "The quick brown fox jumps over the lazy dog. A long train left the station at noon."
+        " My sister painted the old boat bright blue and yellow."
+    )
     transcripts: list[str] = []
     transcriber = threading.Thread(
         target=lambda: transcripts.append(
@@ -50,7 +55,9 @@ def test_live_decodes_share_the_file_engine_model_and_run_beside_it() -> None:
     words = decoder.decode(audio16("Good morning, how are you today?"))
     transcriber.join(timeout=120)
     assert transcript_words(" ".join(words)) == ["good", "morning", "how", "are", "you", "today"]
-    assert transcript_words(transcripts[0])[:4] == ["the", "quick", "brown", "fox"]
+    heard_file = set(transcript_words(transcripts[0]))
+    # tiny.en hears espeak-ng's "brown fox" as "round-fark" with or without the live decode
+    assert {"quick", "lazy", "dog", "train", "station", "noon", "sister", "painted"} <= heard_file
 
 
 class Steps:
