@@ -35,9 +35,10 @@ WORKDIR /src
 # its own dependencies: they would pull triton (1 GB of GPU kernels); the `openai` extra lists
 # what it needs on CPU, and torch comes first from the CPU index.
 # Then the weight the service never uses comes out (the image was 759 MB before, 3.4 GB in the
-# old Dockerfile): debug sections of extension modules (~100 MB, 66 MB of it ctranslate2's; the
-# libraries auditwheel vendored into *.libs/ stay untouched, patchelf rewrote them and strip
-# then breaks them: numpy's OpenBLAS no longer loads); onnxruntime's C API library (35 MB: its
+# old Dockerfile): debug sections and symbol tables of extension modules (~110 MB, 66 MB of it
+# ctranslate2's debug sections, 9 MB the symbols of tokenizers, cryptography and others; what
+# the dynamic linker needs stays; the libraries auditwheel vendored into *.libs/ stay untouched,
+# patchelf rewrote them and strip then breaks them: numpy's OpenBLAS no longer loads); onnxruntime's C API library (35 MB: its
 # Python binding carries the runtime itself, and faster-whisper's VAD runs without it) and its
 # model tools, and protobuf (3 MB), which only those tools import; numpy's build-time parts
 # (distutils, f2py, C headers: 6 MB); test suites (18 MB) and type stubs (2 MB); hf-xet (11 MB),
@@ -57,9 +58,7 @@ RUN case "$ENGINES" in \
         /opt/extractor/bin/pip install --no-deps -r requirements/openai-whisper.txt; \
     fi \
  && find /opt/extractor/lib -path '*.libs' -prune -o -name '*.so*' -type f -print \
-    | while read -r lib; do \
-        if readelf -S "$lib" | grep -q '\.debug_info'; then strip --strip-debug "$lib"; fi; \
-      done \
+    | xargs strip --strip-unneeded \
  && /opt/extractor/bin/pip uninstall --yes hf-xet protobuf \
  && cd /opt/extractor/lib/python3*/site-packages \
  && rm -r onnxruntime/capi/libonnxruntime.so.* \
@@ -86,6 +85,7 @@ RUN /opt/extractor/bin/pip install --no-deps . \
  && /opt/extractor/bin/python -m compileall -q -j 0 -x '/py31[2-9]_' /opt/extractor/lib \
  && /opt/extractor/bin/python -c "import av, ctranslate2, jsonschema_rs, numpy, onnxruntime, \
         PIL.Image, psycopg, pypdfium2, tokenizers, faster_whisper, extractor.web.app, \
+        cryptography.fernet, sqlalchemy, yaml, rpds, \
         extractor.labeling.app" \
  && mkdir -p /var/cache/extractor \
  && if [ "$ENGINES" = openai ]; then \
