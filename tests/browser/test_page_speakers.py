@@ -22,9 +22,7 @@ from extractor.samples.conversations import VOICES, conversation
 
 pytestmark = [
     *pytestmark,
-    pytest.mark.skipif(
-        not speakers_available(), reason="needs the extractor[speakers] extra on a CPU with AVX-512"
-    ),
+    pytest.mark.skipif(not speakers_available(), reason="needs the extractor[speakers] extra"),
 ]
 
 from selenium.webdriver.chrome.webdriver import WebDriver  # noqa: E402

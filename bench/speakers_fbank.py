@@ -1,0 +1,104 @@
+"""extractor/asr/fbank.py against senko's own C++ filterbank, on generated talks: the features,
+the CAM++ embeddings made from each, and the time each takes (median of 3).
+
+senko's wheel ships its C++ built for AVX-512; build it for the host from senko's source as
+tests/asr/fbank_reference.py says, then::
+
+    OPENBLAS_NUM_THREADS=1 python -m bench.speakers_fbank build/libfbank_extractor.so
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from extractor.asr.fbank import Features, fbank
+
+from .talks import talk
+
+TALKS = (("test", 0), ("test", 8), ("tuning", 3))  # 289 s of 3 voices, 23 s, 54 s
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "asr"))
+from fbank_reference import _Features  # noqa: E402  (the C struct senko's library returns)
+
+
+def senko_extractor(library: str) -> Callable[[np.ndarray, list], Features]:
+    """senko's ``_extract_fbank_features`` on the library at ``library``, without senko."""
+    lib = ctypes.CDLL(library)
+    floats = ctypes.POINTER(ctypes.c_float)
+    extract = lib.extract_fbank_features_from_memory
+    extract.argtypes = [ctypes.c_void_p, floats, ctypes.c_size_t, floats, ctypes.c_size_t]
+    extract.restype = _Features
+    lib.create_fbank_extractor.restype = ctypes.c_void_p
+    handle = lib.create_fbank_extractor()
+
+    def features(audio: np.ndarray, windows: list) -> Features:
+        times = np.array(windows, np.float32).reshape(-1)
+        got = extract(handle, audio.ctypes.data_as(floats), len(audio),
+                      times.ctypes.data_as(floats), len(windows))  # fmt: skip
+        data = np.ctypeslib.as_array(got.data, shape=(got.total_frames * 80,)).copy()
+        frames = np.ctypeslib.as_array(got.frames_per_subsegment, shape=(len(windows),)).copy()
+        offsets = np.ctypeslib.as_array(got.subsegment_offsets, shape=(len(windows),)).copy()
+        return data, frames.astype(np.int64), offsets.astype(np.int64), 80
+
+    return features
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.speakers_fbank", description=__doc__)
+    parser.add_argument("library", help="senko's libfbank_extractor.so, built for this host")
+    parser.add_argument("--out", type=Path, help="also write the lines to this file")
+    args = parser.parse_args(argv)
+    import senko
+    import torch
+
+    torch.set_num_threads(1)
+    model = senko.Diarizer(device="cpu", vad="silero", warmup=False, quiet=True)
+    theirs = senko_extractor(args.library)
+    lines = []
+    for set_name, number in TALKS:
+        made = talk(set_name, number).conversation
+        positions = np.arange(0, made.samples.shape[1], made.rate / 16_000)
+        audio = np.interp(positions, np.arange(made.samples.shape[1]), made.samples[0])
+        audio = model._normalize_audio_samples(audio.astype(np.float32), 16_000)
+        windows = model._generate_subsegments(model._perform_vad(audio), False)
+        extractors = {"C++": theirs, "numpy": fbank}
+        spent: dict[str, list[float]] = {name: [] for name in extractors}
+        got: dict[str, Features] = {}
+        for _ in range(3):
+            for name, extract in extractors.items():
+                started = time.perf_counter()
+                got[name] = extract(audio, windows)
+                spent[name].append(time.perf_counter() - started)
+        cpp, ours = got["C++"], got["numpy"]
+        gap = max(
+            float(np.abs(cpp[0][a : a + n * 80] - ours[0][b : b + n * 80]).max())
+            for a, b, n in zip(cpp[2], ours[2], cpp[1], strict=True)
+        )
+        embedded = [
+            model._generate_embeddings(f[0], f[1], [int(o) for o in f[2]], 80) for f in (cpp, ours)
+        ]
+        cosine = (embedded[0] * embedded[1]).sum(1) / (
+            np.linalg.norm(embedded[0], axis=1) * np.linalg.norm(embedded[1], axis=1)
+        )
+        lines.append(
+            f"- {set_name} {number}: {len(audio) / 16_000:.0f} s, {len(windows)} windows;"
+            f" C++ {statistics.median(spent['C++']):.3f} s,"
+            f" numpy {statistics.median(spent['numpy']):.3f} s; features differ by at most"
+            f" {gap:.1e}; embeddings' cosine: lowest {cosine.min():.6f}"
+        )
+        print(lines[-1], flush=True)
+    if args.out:
+        args.out.write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
