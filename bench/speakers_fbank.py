@@ -10,11 +10,9 @@ tests/asr/fbank_reference.py says, then::
 from __future__ import annotations
 
 import argparse
-import ctypes
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -26,29 +24,7 @@ from .talks import talk
 TALKS = (("test", 0), ("test", 8), ("tuning", 3))  # 289 s of 3 voices, 23 s, 54 s
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "asr"))
-from fbank_reference import _Features  # noqa: E402  (the C struct senko's library returns)
-
-
-def senko_extractor(library: str) -> Callable[[np.ndarray, list], Features]:
-    """senko's ``_extract_fbank_features`` on the library at ``library``, without senko."""
-    lib = ctypes.CDLL(library)
-    floats = ctypes.POINTER(ctypes.c_float)
-    extract = lib.extract_fbank_features_from_memory
-    extract.argtypes = [ctypes.c_void_p, floats, ctypes.c_size_t, floats, ctypes.c_size_t]
-    extract.restype = _Features
-    lib.create_fbank_extractor.restype = ctypes.c_void_p
-    handle = lib.create_fbank_extractor()
-
-    def features(audio: np.ndarray, windows: list) -> Features:
-        times = np.array(windows, np.float32).reshape(-1)
-        got = extract(handle, audio.ctypes.data_as(floats), len(audio),
-                      times.ctypes.data_as(floats), len(windows))  # fmt: skip
-        data = np.ctypeslib.as_array(got.data, shape=(got.total_frames * 80,)).copy()
-        frames = np.ctypeslib.as_array(got.frames_per_subsegment, shape=(len(windows),)).copy()
-        offsets = np.ctypeslib.as_array(got.subsegment_offsets, shape=(len(windows),)).copy()
-        return data, frames.astype(np.int64), offsets.astype(np.int64), 80
-
-    return features
+from fbank_reference import senko_extractor  # noqa: E402  (senko's library through ctypes)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,7 +43,7 @@ def fbank(audio: np.ndarray, windows: Sequence[tuple[float, float]]) -> Features
     that array, and the number of filters."""
     audio = np.ascontiguousarray(audio, np.float32)
     cuts = [_cut(len(audio), start, end) for start, end in windows]
-    counts = np.array([1 + (max(length, FRAME) - FRAME) // SHIFT for _, length in cuts], np.int64)
+    counts = np.array([_frame_count(length) for _, length in cuts], np.int64)
     rows = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     out = np.empty((int(rows[-1]), BINS), np.float32)
     for index, (first, length) in enumerate(cuts):
@@ -61,13 +61,17 @@ def _cut(total: int, start: float, end: float) -> tuple[int, int]:
     return first, 0 if not 0 <= first < total else min(length, total - first)
 
 
+def _frame_count(length: int) -> int:
+    """Frames of a window of ``length`` samples (one shorter than a frame is padded to one)."""
+    return 1 + (max(length, FRAME) - FRAME) // SHIFT
+
+
 def _frames(audio: np.ndarray, first: int, length: int) -> np.ndarray:
     """A window's frames (frames, ``FRAME``); one shorter than a frame is zero-padded to one."""
     window = audio[first : first + length]
     if length < FRAME:
         window = np.concatenate((window, np.zeros(FRAME - length, np.float32)))
-    count = 1 + (len(window) - FRAME) // SHIFT
-    return np.lib.stride_tricks.sliding_window_view(window, FRAME)[::SHIFT][:count]
+    return np.lib.stride_tricks.sliding_window_view(window, FRAME)[::SHIFT][: _frame_count(length)]
 
 
 def _log_mel(frames: np.ndarray) -> np.ndarray:

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+from extractor.asr.fbank import Features
 
 REFERENCE = Path(__file__).with_name("fbank_reference.npz")
 
@@ -47,8 +50,8 @@ class _Features(ctypes.Structure):
     ]
 
 
-def senko_fbank(library: str, audio: np.ndarray, windows: list[tuple[float, float]]) -> dict:
-    """Each window's features (frames, 80) as senko's library computes them, in order."""
+def senko_extractor(library: str) -> Callable[[np.ndarray, list[tuple[float, float]]], Features]:
+    """senko's ``_extract_fbank_features``, in its layout, on the library at ``library``."""
     lib = ctypes.CDLL(library)
     lib.create_fbank_extractor.restype = ctypes.c_void_p
     floats = ctypes.POINTER(ctypes.c_float)
@@ -56,14 +59,24 @@ def senko_fbank(library: str, audio: np.ndarray, windows: list[tuple[float, floa
     extract.argtypes = [ctypes.c_void_p, floats, ctypes.c_size_t, floats, ctypes.c_size_t]
     extract.restype = _Features
     handle = lib.create_fbank_extractor()
-    times = np.array(windows, np.float32).reshape(-1)
-    got = extract(handle, audio.ctypes.data_as(floats), len(audio), times.ctypes.data_as(floats),
-                  len(windows))  # fmt: skip
-    data = np.ctypeslib.as_array(got.data, shape=(got.total_frames * 80,))
-    frames = np.ctypeslib.as_array(got.frames_per_subsegment, shape=(len(windows),))
-    offsets = np.ctypeslib.as_array(got.subsegment_offsets, shape=(len(windows),))
+
+    def features(audio: np.ndarray, windows: list[tuple[float, float]]) -> Features:
+        times = np.array(windows, np.float32).reshape(-1)
+        got = extract(handle, audio.ctypes.data_as(floats), len(audio),
+                      times.ctypes.data_as(floats), len(windows))  # fmt: skip
+        data = np.ctypeslib.as_array(got.data, shape=(got.total_frames * 80,)).copy()
+        frames = np.ctypeslib.as_array(got.frames_per_subsegment, shape=(len(windows),))
+        offsets = np.ctypeslib.as_array(got.subsegment_offsets, shape=(len(windows),))
+        return data, frames.astype(np.int64), offsets.astype(np.int64), 80
+
+    return features
+
+
+def senko_fbank(library: str, audio: np.ndarray, windows: list[tuple[float, float]]) -> dict:
+    """Each window's features (frames, 80) as senko's library computes them, in order."""
+    data, frames, offsets, _bins = senko_extractor(library)(audio, windows)
     return {
-        f"window{index}": data[offset : offset + count * 80].reshape(count, 80).copy()
+        f"window{index}": data[offset : offset + count * 80].reshape(count, 80)
         for index, (count, offset) in enumerate(zip(frames, offsets, strict=True))
     }
 
