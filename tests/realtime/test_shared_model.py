@@ -42,22 +42,26 @@ def test_live_decodes_share_the_file_engine_model_and_run_beside_it() -> None:
         "The quick brown fox jumps over the lazy dog. A long train left the station at noon."
         " My sister painted the old boat bright blue and yellow."
     )
+
+    def transcribe() -> str:
+        segments = extractor.speech.transcribe(file_audio, TranscribeOptions()).segments
+        return " ".join(s.text for s in segments)
+
+    alone = transcribe()  # what this CPU hears in it with nothing beside it
     transcripts: list[str] = []
-    transcriber = threading.Thread(
-        target=lambda: transcripts.append(
-            " ".join(
-                s.text
-                for s in extractor.speech.transcribe(file_audio, TranscribeOptions()).segments
-            )
-        )
-    )
+    transcriber = threading.Thread(target=lambda: transcripts.append(transcribe()))
     transcriber.start()
     words = decoder.decode(audio16("Good morning, how are you today?"))
     transcriber.join(timeout=120)
     assert transcript_words(" ".join(words)) == ["good", "morning", "how", "are", "you", "today"]
-    heard_file = set(transcript_words(transcripts[0]))
-    # tiny.en hears espeak-ng's "brown fox" as "round-fark" with or without the live decode
-    assert {"quick", "lazy", "dog", "train", "station", "noon", "sister", "painted"} <= heard_file
+    # The live decode beside it changes nothing in the file's words. Which words tiny.en hears
+    # in espeak-ng's voice depends on the CPU (CTranslate2 computes int8 with MKL on Intel,
+    # oneDNN on AMD: "brown fox" is "round-fark" on all, "lazy dog" "lazy nog" on one), so the
+    # file's text is checked against itself, and its sentences' plainest words are all there.
+    assert transcripts == [alone]
+    assert {"quick", "train", "station", "noon", "sister", "painted"} <= set(
+        transcript_words(alone)
+    )
 
 
 class Steps:
