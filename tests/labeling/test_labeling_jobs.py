@@ -213,14 +213,16 @@ def test_closing_an_app_leaves_no_thread_behind(database_url: str, tmp_path: Pat
 def test_heartbeats_keep_a_slow_job_with_its_worker(
     make_server: Callable[..., LabelingServer], fake_api: StartAPI
 ) -> None:
+    # A 2 s lease renewed every 0.2 s: a heartbeat may wait its turn for 1.8 s on a loaded
+    # machine (a 1 s lease lapsed once in CI's parallel pass, three test workers on 2 cores).
     server = make_server(
-        job_lease_seconds=1.0, job_heartbeat_seconds=0.2, prediction_read_timeout=10.0
+        job_lease_seconds=2.0, job_heartbeat_seconds=0.2, prediction_read_timeout=10.0
     )
     user = server.user("Acme")
     project_id = server.token_project(user, ["John"])
 
     def slow(request: Received) -> Reply:
-        time.sleep(2.5)  # longer than two leases: only heartbeats keep the job ours
+        time.sleep(4.5)  # longer than two leases: only heartbeats keep the job ours
         return capitalized_words_model(request)
 
     api = fake_api(slow)
