@@ -40,3 +40,28 @@ def test_the_live_transcription_bench_writes_a_row(tmp_path: Path) -> None:
     assert cells[6].endswith("%") and cells[7].endswith("%"), cells  # WER streamed, whole file
     assert all(float(x) > 0 for x in cells[4].split(" / ")), cells  # words shown p50 / p90 s
     assert cells[-1] == "0", f"failed streams: {cells}"
+
+
+def test_the_turn_bench_splits_and_hears_turns_as_the_stream_would() -> None:
+    """bench.realtime_turns: two sentences a second and a half apart are two turns (the live
+    server_vad's split), each heard by the real whole-file engine with or without audio
+    around it, and only its own words kept."""
+    import numpy as np
+
+    from bench import realtime_eval, realtime_turns
+    from extractor import samples
+    from extractor.asr.faster import FasterWhisperEngine
+
+    first = realtime_eval._mono16k(samples.speech_wav("The soup needs more salt."))
+    second = realtime_eval._mono16k(samples.speech_wav("Please water the plants."))
+    pause = np.zeros(24_000, np.float32)
+    audio = np.concatenate([pause, first, pause, second, pause])
+    spans = realtime_turns.turns(audio)
+    assert len(spans) == 2, spans
+    between = (24_000 + len(first), 48_000 + len(first))  # the pause between the sentences
+    assert between[0] < spans[0][1] <= between[1] and between[0] < spans[1][0] < between[1]
+    engine = FasterWhisperEngine(None, threads=1)
+    alone = realtime_turns.heard_alone(engine, audio, spans[:1], 0.0, "both")
+    assert "soup" in alone.lower() and "plants" not in alone.lower(), alone
+    after = realtime_turns.heard_alone(engine, audio, spans[1:], 3.0, "left")
+    assert "please water" in after.lower() and "soup" not in after.lower(), after
