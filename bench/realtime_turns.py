@@ -79,7 +79,10 @@ def main() -> None:
     parser.add_argument("--side", choices=["both", "left", "right"], default="both")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    engine = FasterWhisperEngine(None, threads=args.threads)
+    # The engine whole_file uses too: one model in memory, not two.
+    engine = realtime_eval._ENGINE.setdefault(
+        "engine", FasterWhisperEngine(None, threads=args.threads)
+    )
     refs: list[str] = []
     heard: dict[str, list[str]] = {"whole file": []}
     for recording in realtime_eval.recordings(args.set, args.talks):
