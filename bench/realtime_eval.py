@@ -17,6 +17,9 @@ Sets (real speech is scarce on the package index; every recording here is labell
 - **held-out** (reported, never tuned on): the real two-person telephone call of
   bench.datasets, pocketsphinx's five real "cards" recordings (another real speaker, short
   commands), and talks of bench.talks' test pool (voices the tuning never heard).
+- **real** (reported, never tuned on): the real recordings only, the issue's own condition:
+  the held-out call and cards, and bench.datasets' recited sonnet (a third real voice, line
+  by line, added after every choice was made).
 
 ``python -m bench.realtime_eval --set tuning`` (or ``held-out``) prints the figures;
 ``--beam`` and the other flags try a policy without editing code. ``--talks 4 5 ...`` runs
@@ -126,6 +129,11 @@ def call() -> Recording:
     return Recording("call", _mono16k(the_call.wav.read_bytes()), the_call.text)
 
 
+def sonnet() -> Recording:
+    utterance = datasets.sonnet()
+    return Recording("sonnet", _mono16k(utterance.wav.read_bytes()), utterance.text)
+
+
 def talk(set_name: str, number: int) -> Recording:
     made = talks.talk(set_name, number)
     conv = made.conversation
@@ -142,6 +150,8 @@ def recordings(set_name: str, talks_only: list[int] | None = None) -> list[Recor
         return [talk(pool, n) for n in talks_only]
     if set_name == "tuning":
         return [librivox(), *(talk("tuning", n) for n in TUNING_TALKS)]
+    if set_name == "real":
+        return [call(), cards(), sonnet()]
     return [call(), cards(), *(talk("test", n) for n in HELD_OUT_TALKS)]
 
 
@@ -302,7 +312,7 @@ def main() -> None:
     from extractor.realtime.session import Session
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--set", choices=["tuning", "held-out"], default="tuning")
+    parser.add_argument("--set", choices=["tuning", "held-out", "real"], default="tuning")
     parser.add_argument("--partial-beam", type=int, default=None)
     parser.add_argument("--final-beam", type=int, default=None)
     parser.add_argument("--agreement", type=int, default=None)

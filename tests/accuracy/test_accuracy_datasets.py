@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import wave
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,20 @@ def test_the_call_has_two_speakers_and_a_transcript() -> None:
     assert {line.speaker for line in call.lines} == {"Diane", "Sheila"}
     assert call.text.startswith("Hello? Hello? Oh, hello.")
     assert max(turn.end for turn in call.speech) == pytest.approx(30.0)
+
+
+def test_the_sonnet_is_its_number_and_fourteen_lines_in_order() -> None:
+    recital = datasets.sonnet()
+    assert [text for _start, _end, text in recital.lines[:2]] == [
+        "1",
+        "From fairest creatures we desire increase,",
+    ]
+    assert len(recital.lines) == 15 and recital.text.endswith("by the grave and thee.")
+    ends = [end for _start, end, _text in recital.lines]
+    assert [start for start, _end, _text in recital.lines[1:]] == ends[:-1]  # back to back
+    with wave.open(str(recital.wav)) as audio:
+        assert (audio.getnchannels(), audio.getframerate()) == (1, 16_000)
+        assert audio.getnframes() / 16_000 == pytest.approx(ends[-1], abs=0.1)
 
 
 def test_a_changed_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
