@@ -1,9 +1,9 @@
 """Live transcription (WS /v1/realtime?intent=transcription): latency, accuracy and cost.
 
-Real speech (the five LibriVox utterances of bench.datasets, 1.5 s apart, and an espeak-ng
-conversation of two voices; with ``--recordings sonnet``, bench.datasets' recited sonnet) is streamed to a real ``extractor serve`` over loopback as a
-microphone would: PCM16 at 24 kHz in 40 ms messages paced to the wall clock, by 1, 2, 3 and 4
-streams at once. For each run:
+Speech (the five LibriVox utterances of bench.datasets, 1.5 s apart; an espeak-ng conversation
+of two voices; bench.datasets' recited sonnet, real and never tuned on) is streamed to a real
+``extractor serve`` over loopback as a microphone would: PCM16 at 24 kHz in 40 ms messages
+paced to the wall clock, by 1, 2, 3 and 4 streams at once. For each run:
 
 - **word latency**: each word's end in the audio (the labels forced-aligned to the audio by
   Whisper's cross-attention, utterance by utterance: ``reference_words``) to the delta that
@@ -133,8 +133,7 @@ def recordings() -> list[Recording]:
 
 
 def sonnet() -> Recording:
-    """bench.datasets' recited sonnet (real, nothing tuned on it), after 1 s of silence; only
-    where named in ``--recordings``."""
+    """bench.datasets' recited sonnet (real, nothing tuned on it), after 1 s of silence."""
     recital = datasets.sonnet()
     wav, rate = samples.decode_wav(recital.wav.read_bytes())
     lead = np.zeros(rate, np.float32)
@@ -440,7 +439,7 @@ def main() -> None:
             if m not in ("window-15", "strict", "no-slide", "turn-alone", "partial-beam-3")
         ],
     )  # fmt: skip
-    parser.add_argument("--recordings", nargs="+", default=["librivox", "espeak-talk"])
+    parser.add_argument("--recordings", nargs="+", default=["librivox", "espeak-talk", "sonnet"])
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("realtime.md"))
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -540,8 +539,18 @@ def write_report(
             f" {r['cpu_per_audio_s']:.2f} | {r['rss_per_stream_mb']:.0f} | {r['png_s']:.2f} |"
             f" {len(r['failed'])} |"
         )
-    out.write_text("\n".join(lines) + "\n")
+    out.write_text("\n".join(lines) + "\n" + _sections(out))
     print("\n".join(lines))
+
+
+def _sections(out: Path) -> str:
+    """What follows the generated table in ``out`` (its ``## `` sections: each session's
+    findings, written by hand), kept when the table is written anew."""
+    if not out.is_file():
+        return ""
+    text = out.read_text()
+    start = text.find("\n## ")
+    return "" if start < 0 else text[start:]
 
 
 if __name__ == "__main__":

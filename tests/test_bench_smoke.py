@@ -26,8 +26,11 @@ def test_quick_benchmark_writes_its_table(tmp_path: Path) -> None:
 @pytest.mark.timeout(600)
 def test_the_live_transcription_bench_writes_a_row(tmp_path: Path) -> None:
     """bench.realtime end to end on its shortest run: one LibriVox stream (~30 s of audio in
-    real time) on one method; its figures are make bench's business, not this test's."""
+    real time) on one method; its figures are make bench's business, not this test's. The
+    table is written anew over the old one, the findings written below it by hand are kept."""
     out = tmp_path / "realtime.md"
+    findings = "## Session 1: by hand\n\nA finding.\n"
+    out.write_text(f"# Old title\n\n| librivox | old | row |\n\n{findings}")
     result = subprocess.run(
         [sys.executable, "-m", "bench.realtime", "--streams", "1", "--methods", "short-window",
          "--recordings", "librivox", "--out", str(out)],
@@ -40,6 +43,7 @@ def test_the_live_transcription_bench_writes_a_row(tmp_path: Path) -> None:
     assert cells[6].endswith("%") and cells[7].endswith("%"), cells  # WER streamed, whole file
     assert all(float(x) > 0 for x in cells[4].split(" / ")), cells  # words shown p50 / p90 s
     assert cells[-1] == "0", f"failed streams: {cells}"
+    assert out.read_text().endswith("\n\n" + findings) and "Old title" not in out.read_text()
 
 
 def test_the_turn_bench_splits_and_hears_turns_as_the_stream_would() -> None:
