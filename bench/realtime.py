@@ -506,12 +506,13 @@ def write_report(
         " turn's end decoded during the pause, a turn heard"
         f" after the last {policy.context_seconds:g} s of the one before (as fits in the window),"
         f" a window past {policy.slide_seconds:g} s started anew at a word sent in its last"
-        f" {policy.slide_keep:g} s; **history**: the short window, the prompt also holding the"
+        f" {policy.slide_keep:g} s; **history** (when measured): the short window, the prompt also holding the"
         f" last {HISTORY_WORDS} words of the turns before; **no-slide** (when measured): windows grow to a pause past 20 s;"
         " **turn-alone** (when measured): the short window, each turn heard alone (context 0);"
         " **strict** (when measured): the short window, always three agreeing decodes (patience 0);"
         " **partial-beam-3** (when measured): the short window, beam 3 for the partial decodes;"
-        " **margin**: the short window, LocalAgreement-2 and a 0.3 s word-end margin.",
+        " **margin** (when measured): the short window, LocalAgreement-2 and a 0.3 s word-end"
+        " margin.",
         "- Server: `extractor serve --workers 2 --realtime-sessions 2` (4 streams at most);"
         " clients send PCM16 24 kHz in 40 ms messages paced to the wall clock, each stream"
         " starting 0.37 s after the previous one; the one-stream rows are two rounds of one"
