@@ -14,7 +14,11 @@ from test_page import pytestmark, server, start_chromium  # noqa: F401  (fixture
 
 from extractor import samples
 
-SPOKEN = "The quick brown fox jumps over the lazy dog."
+# A sentence tiny.en streams the same way whenever the decodes fall: heard at 24 phases in-process,
+# "meet", "station" and "tomorrow morning" came out right at all of them, where "The quick brown
+# fox jumps over the lazy dog." came out as "roundfire"/"round arc" at 23 and, once in a browser,
+# "stump sober" for "jumps over" (the test failed on what the decoder may mishear).
+SPOKEN = "We will meet at the station at nine tomorrow morning."
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +69,7 @@ def test_the_microphone_button_shows_words_as_they_are_spoken(
         text = driver.find_element(By.ID, "live-text").text.lower()
         return {w.strip(".,!?") for w in text.split()}
 
-    WebDriverWait(browser, 90).until(lambda d: {"quick", "over"} <= words(d))
+    WebDriverWait(browser, 90).until(lambda d: {"meet", "station"} <= words(d))
     # The words come as deltas while the turn is open; it completes once the speaker has paused
     # (server VAD, 500 ms of silence, then the end's decode): wait for that rather than race it.
     WebDriverWait(browser, 30).until(
@@ -73,12 +77,12 @@ def test_the_microphone_button_shows_words_as_they_are_spoken(
         message="no turn was completed",
     )
     tails = browser.execute_script("return window.tails")
-    assert any({"quick", "brown", "fox"} & {w.strip(".,!?") for w in t.lower().split()}
+    assert any({"meet", "station", "tomorrow"} & {w.strip(".,!?") for w in t.lower().split()}
                for t in tails), tails  # fmt: skip
     # A completed turn shows its transcript alone, no tail.
     done = browser.find_element(By.CSS_SELECTOR, "#live-text .live-turn.done")
     assert not done.find_elements(By.CSS_SELECTOR, ".tentative")
-    assert {"quick", "over"} <= {w.strip(".,!?") for w in done.text.lower().split()}, done.text
+    assert {"meet", "station"} <= {w.strip(".,!?") for w in done.text.lower().split()}, done.text
     button.click()
     assert button.get_attribute("aria-pressed") == "false"
     errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
