@@ -50,6 +50,7 @@ CHUNK_MS = 40
 GAP_SECONDS = 1.5
 TUNING_TALKS = (0, 1, 2, 3)  # bench.talks tuning numbers (6 min 22 s in all)
 HELD_OUT_TALKS = (0, 1, 2)  # bench.talks test numbers
+SETS = ("tuning", "held-out", "real")  # what ``recordings`` takes (the docstring says each)
 CARDS = "pocketsphinx-5.1.1/test/data/cards/"
 
 
@@ -130,8 +131,8 @@ def call() -> Recording:
 
 
 def sonnet() -> Recording:
-    utterance = datasets.sonnet()
-    return Recording("sonnet", _mono16k(utterance.wav.read_bytes()), utterance.text)
+    recital = datasets.sonnet()
+    return Recording("sonnet", _mono16k(recital.wav.read_bytes()), recital.text)
 
 
 def talk(set_name: str, number: int) -> Recording:
@@ -312,7 +313,7 @@ def main() -> None:
     from extractor.realtime.session import Session
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--set", choices=["tuning", "held-out", "real"], default="tuning")
+    parser.add_argument("--set", choices=SETS, default="tuning")
     parser.add_argument("--partial-beam", type=int, default=None)
     parser.add_argument("--final-beam", type=int, default=None)
     parser.add_argument("--agreement", type=int, default=None)

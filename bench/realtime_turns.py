@@ -73,7 +73,7 @@ def main() -> None:
     from extractor.asr.faster import FasterWhisperEngine
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--set", choices=["tuning", "held-out", "real"], default="tuning")
+    parser.add_argument("--set", choices=realtime_eval.SETS, default="tuning")
     parser.add_argument("--talks", type=int, nargs="+", default=None)
     parser.add_argument("--around", type=float, nargs="+", default=[0.0, 10.0])
     parser.add_argument("--side", choices=["both", "left", "right"], default="both")
