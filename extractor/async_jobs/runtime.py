@@ -96,6 +96,7 @@ class JobRuntime:
                     settings.webhook_secret,
                     policy_of(settings.outbound_allow),
                     settings.webhook_timeout,
+                    max_reply_bytes=settings.webhook_max_reply_bytes,
                 )
             self.deliveries = Deliveries(jobs, sender, settings.webhook_attempts)
             self.deliveries.start()

@@ -9,7 +9,9 @@ at least once).
 Every call goes through the SSRF guard of ``extractor.net`` (the labeling service's): the host is
 resolved, every address checked against EXTRACTOR_OUTBOUND_ALLOW and the default refusals, and
 the socket opened to a checked address. Redirects are not followed (a redirect is the classic
-way around a URL check). Timeouts, connection errors, 408, 429 and 5xx are retried with
+way around a URL check). Only the reply's status counts: at most
+EXTRACTOR_WEBHOOK_MAX_REPLY_BYTES of its body are read, then the connection is dropped, so a
+receiver streaming gigabytes costs a worker nothing. Timeouts, connection errors, 408, 429 and 5xx are retried with
 backoff; any other answer ends the delivery. The state of the delivery (pending, delivered,
 failed, attempts, the last outcome) is on the job.
 
@@ -98,6 +100,7 @@ class WebhookSender:
         *,
         resolver: Resolver = system_resolver,
         connections: int = 8,
+        max_reply_bytes: int = 65536,
     ) -> None:
         # Here, not at the top: httpx and httpcore cost a worker ~4 MB of RSS, and a server
         # without a webhook secret never sends one.
@@ -107,6 +110,7 @@ class WebhookSender:
 
         self.secret = secret
         self.timeout = timeout
+        self.max_reply_bytes = max_reply_bytes
         self._timeout = httpx.Timeout(timeout)
         self._backend = GuardedBackend(policy, resolver)
         transport = GuardedTransport(self._backend, httpx.create_ssl_context(), connections)
@@ -132,25 +136,50 @@ class WebhookSender:
         deadline = call_deadline.set(time.monotonic() + self.timeout)
         scheme = request_scheme.set(target.scheme)
         try:
-            response = self._client.post(
-                target,
-                content=body,
-                headers=headers,
-                timeout=self._timeout,
+            request = self._client.build_request(
+                "POST", target, content=body, headers=headers, timeout=self._timeout
             )
-            response.close()
-        except OutboundRefused as exc:
-            return Outcome("failed", f"refused: {exc}")
-        except Exception as exc:  # timeouts, refused or reset connections, TLS, DNS
-            return Outcome("retry", f"{type(exc).__name__}: {str(exc)[:200]}")
+            try:
+                response = self._client.send(request, stream=True)
+            except OutboundRefused as exc:
+                return Outcome("failed", f"refused: {exc}")
+            except Exception as exc:  # timeouts, refused or reset connections, TLS, DNS
+                return Outcome("retry", f"{type(exc).__name__}: {str(exc)[:200]}")
+            try:
+                read = drop_reply(response, self.max_reply_bytes)
+            finally:
+                response.close()
         finally:
             request_scheme.reset(scheme)
             call_deadline.reset(deadline)
-        status = response.status_code
-        if 200 <= status < 300:
-            return Outcome("delivered", f"HTTP {status}")
-        if status >= 500 or status in RETRIED_STATUSES:
-            return Outcome("retry", f"HTTP {status}")
-        if 300 <= status < 400:
-            return Outcome("failed", f"HTTP {status} (redirects are not followed)")
-        return Outcome("failed", f"HTTP {status}")
+        if read > self.max_reply_bytes:
+            # The status line is the answer; a receiver's endless body is no reason to retry.
+            return by_status(response.status_code, f" (reply over {self.max_reply_bytes} bytes)")
+        return by_status(response.status_code)
+
+
+def drop_reply(response: Any, limit: int) -> int:
+    """Read and drop ``response``'s body up to ``limit`` bytes (so a short reply leaves its
+    connection reusable): the bytes read, ``limit + 1`` when there were more. Closing the
+    response afterwards closes a connection left mid-body instead of reading on. A failure
+    while reading (the call's deadline, a reset) ends the reading: the status has arrived."""
+    read = 0
+    try:
+        for chunk in response.iter_raw():
+            read += len(chunk)
+            if read > limit:
+                return limit + 1
+    except Exception as exc:  # the deadline or a broken connection after the status line
+        log.debug("webhook reply body not read to its end: %s", type(exc).__name__)
+    return read
+
+
+def by_status(status: int, note: str = "") -> Outcome:
+    """What the receiver's status makes of the attempt."""
+    if 200 <= status < 300:
+        return Outcome("delivered", f"HTTP {status}{note}")
+    if status >= 500 or status in RETRIED_STATUSES:
+        return Outcome("retry", f"HTTP {status}{note}")
+    if 300 <= status < 400:
+        return Outcome("failed", f"HTTP {status} (redirects are not followed){note}")
+    return Outcome("failed", f"HTTP {status}{note}")

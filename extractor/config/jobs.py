@@ -93,6 +93,13 @@ class JobSettings(SettingsBase):
     webhook_timeout: float = setting(
         10.0, "seconds", "Seconds one webhook attempt may take in all.", above=0
     )
+    webhook_max_reply_bytes: int = setting(
+        65536,
+        "bytes",
+        "Bytes of a webhook receiver's reply read (only its status counts); the rest is"
+        " dropped with the connection.",
+        at_least=0,
+    )
     outbound_allow: str = setting(
         "",
         "",
