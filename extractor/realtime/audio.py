@@ -21,6 +21,12 @@ import numpy as np
 SAMPLE_RATE = 16_000  # Whisper's and Silero's rate
 
 
+def milliseconds(sample: int) -> int:
+    """Where sample index ``sample`` of 16 kHz audio is, in whole milliseconds (the offsets
+    of the protocol's events)."""
+    return sample * 1000 // SAMPLE_RATE
+
+
 def _ulaw_table() -> np.ndarray:
     codes = ~np.arange(256, dtype=np.uint8)
     sign = codes & 0x80

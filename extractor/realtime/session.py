@@ -32,12 +32,13 @@ import numpy as np
 from ..errors import EngineFailure
 from . import events as ev
 from . import metrics
-from .audio import SAMPLE_RATE, Arrivals, AudioInput
+from .audio import SAMPLE_RATE, Arrivals, AudioInput, milliseconds
 from .decoder import WindowDecoder
 from .events import ProtocolError, ServerVad, SessionConfig
 from .hypotheses import hypothesis, slide, turn_end
 from .items import Context, DecodePolicy, Item
 from .turns import TurnDetector
+from .updates import apply_update, beta_session_document, session_document
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ class Session:
             self.emit(error.event())
 
     def _update(self, event: dict[str, Any]) -> None:
-        config = ev.apply_update(self.config, event)
+        config = apply_update(self.config, event)
         if config.format != self.config.format:  # what came before is in the old format
             self.samples = deque(self._converted(piece) for piece in self.samples)
             self._queue(self.input.flush())
@@ -159,11 +160,11 @@ class Session:
         if event["type"] == "session.update":
             self.emit(ev.server_event("session.updated", session=self._document()))
         else:
-            beta = ev.beta_session_document(config, self.id, self.expires_at)
+            beta = beta_session_document(config, self.id, self.expires_at)
             self.emit(ev.server_event("transcription_session.updated", session=beta))
 
     def _document(self) -> dict[str, Any]:
-        return ev.session_document(self.config, self.id, self.expires_at)
+        return session_document(self.config, self.id, self.expires_at)
 
     def _append(self, data: bytes, arrived: float) -> None:
         seconds = self.input.seconds(len(data))
@@ -232,7 +233,7 @@ class Session:
                 self.emit(
                     ev.server_event(
                         "input_audio_buffer.speech_stopped",
-                        audio_end_ms=_ms(change.end),
+                        audio_end_ms=milliseconds(change.end),
                         item_id=self.item.id,
                     )
                 )
@@ -261,7 +262,7 @@ class Session:
             self.emit(
                 ev.server_event(
                     "input_audio_buffer.speech_started",
-                    audio_start_ms=_ms(begin),
+                    audio_start_ms=milliseconds(begin),
                     item_id=self.item.id,
                 )
             )
@@ -444,7 +445,3 @@ class Session:
 
 def _size(message: str | bytes | ProtocolError) -> int:
     return 0 if isinstance(message, ProtocolError) else len(message)
-
-
-def _ms(sample: int) -> int:
-    return sample * 1000 // SAMPLE_RATE
