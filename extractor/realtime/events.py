@@ -79,6 +79,12 @@ def transcription_failed(item_id: str, kind: str, code: str, message: str) -> di
     )
 
 
+def transcription_delta(item_id: str, delta: str) -> dict[str, Any]:
+    """``conversation.item.input_audio_transcription.delta``: words that follow the item's."""
+    kind = "conversation.item.input_audio_transcription.delta"
+    return server_event(kind, item_id=item_id, content_index=0, delta=delta)
+
+
 def transcription_tentative(item_id: str, text: str) -> dict[str, Any]:
     """An extension (``x_``): the words after the item's deltas that the newest decode hears
     but that are not confirmed yet. Each replaces the item's last; a delta voids it."""

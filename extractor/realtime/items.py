@@ -10,6 +10,7 @@ import numpy as np
 
 from ..config import Settings
 from ..config.extraction import SLIDE_KEEP_SECONDS
+from . import events as ev
 from .agreement import LocalAgreement, comparable
 from .audio import SAMPLE_RATE
 
@@ -130,6 +131,7 @@ class Item:
     context: Context | None = None  # the previous turn's end, heard before the first window
     slide_tried: tuple[int, int] = (-1, -1)  # (window, window_words) a slide was last tried at
     tentative: str = ""  # the revisable tail the client was last sent (a delta clears it)
+    held: str = ""  # the end of ``transcript`` not sent yet (``turn_detection: null``: all of it)
 
     def new_window(self, start: int) -> None:
         """Decode from ``start`` on with nothing forced (the words sent become the prompt)."""
@@ -145,6 +147,15 @@ class Item:
             glued = not comparable(word) or not (self.transcript or text)
             text += word if glued else " " + word
         return text
+
+    def withdrawn(self) -> list[dict[str, Any]]:
+        """The events voiding what a client was shown of the item, its audio cleared before
+        its commit: ``failed`` when deltas were sent, else an empty tail when one was."""
+        if len(self.transcript) > len(self.held):
+            message = "the turn's audio was cleared before it was committed: the words sent"
+            return [ev.transcription_failed(self.id, "invalid_request_error",
+                    "input_audio_buffer_cleared", message + " for it are withdrawn")]  # fmt: skip
+        return [ev.transcription_tentative(self.id, "")] if self.tentative else []
 
     @property
     def final_key(self) -> tuple[int, int, int]:

@@ -11,7 +11,9 @@ the rest of what it heard (``realtime_tentative``).
 Turns. With ``server_vad`` a turn starts where Silero hears speech (less
 ``prefix_padding_ms``) and ends after ``silence_duration_ms`` of silence; the turn is then
 committed and its final words decoded. With ``turn_detection: null`` the client commits; the
-VAD still runs, so silence is never decoded and a pause finalizes what came before it. A
+VAD still runs, so silence is never decoded and a pause finalizes what came before it, and the
+buffer is decoded as it comes, but its words are held until the commit: as OpenAI's, no delta
+(nor ``x_`` tail) of a buffer goes out before it is committed, so a cleared one shows nothing. A
 committed buffer with no speech in it completes with an empty transcript and no decode at
 all: no "Thank you." out of silence. A turn longer than ``LONG_WINDOW_SECONDS`` is decoded in
 windows cut at its pauses (Whisper hears at most 30 s at once), the text before a window
@@ -201,15 +203,11 @@ class Session:
 
     def _clear(self) -> None:
         """Drop the uncommitted buffer (its audio still counts in the session's timeline, as
-        OpenAI's offsets do). A turn whose words went out as deltas ends with ``failed``, one
-        with only a tail shown gets an empty tail, so that a client knows they are void."""
+        OpenAI's offsets do) and what was heard of it; what a client was shown of its turn is
+        voided (``Item.withdrawn``). With ``turn_detection: null`` nothing was."""
         item, self.item = self.item, None
-        if item is not None and item.words:
-            self.emit(ev.transcription_failed(item.id, "invalid_request_error",
-                      "input_audio_buffer_cleared", "the turn's audio was cleared before it was"
-                      " committed: the words sent for it are withdrawn"))  # fmt: skip
-        elif item is not None and item.tentative:
-            self.emit(ev.transcription_tentative(item.id, ""))
+        for event in item.withdrawn() if item is not None else []:
+            self.emit(event)
         self.input.flush()
         self.buffer_start = self.position
         self.detector = TurnDetector(self.detector.config)
@@ -276,6 +274,7 @@ class Session:
             ev.server_event("conversation.item.added", **previous, item=ev.user_item(item.id))
         )
         self.previous_item_id = item.id
+        self._release(item)  # the words a client-committed buffer held
         self.finishing.append(item)
 
     def _trim(self) -> None:
@@ -304,27 +303,30 @@ class Session:
         return hypothesis(self.decoder, self.policy, item, audio, beam, prompt, timed=timed)
 
     def _send(self, item: Item, words: list[str], heard_at: int) -> None:
-        """Send ``words``, first heard by the decode that ran up to sample ``heard_at``."""
+        """Send ``words``, first heard by the decode that ran up to sample ``heard_at`` (with
+        ``turn_detection: null``, held until the turn is committed)."""
         if not words:
             return
-        lag = time.monotonic() - self.arrivals.of(heard_at, self.base)
-        for _word in words:
-            metrics.WORD_LATENCY.observe(lag)
         delta = item.following(words)
         item.transcript += delta
-        item.tentative = ""  # the client drops the tail on a delta
+        item.held += delta
         item.window_text += delta
         item.words.extend(words)
         item.window_words += len(words)
         item.sent_heard_at = heard_at
-        self.emit(
-            ev.server_event(
-                "conversation.item.input_audio_transcription.delta",
-                item_id=item.id,
-                content_index=0,
-                delta=delta,
-            )
-        )
+        if self.config.turn_detection is not None or item.end is not None:
+            self._release(item)
+
+    def _release(self, item: Item) -> None:
+        """Send the item's held words as a delta."""
+        if not item.held:
+            return
+        lag = time.monotonic() - self.arrivals.of(item.sent_heard_at, self.base)
+        for _word in item.held.split():
+            metrics.WORD_LATENCY.observe(lag)
+        delta, item.held = item.held, ""
+        item.tentative = ""  # the client drops the tail on a delta
+        self.emit(ev.transcription_delta(item.id, delta))
 
     def partial_due(self) -> bool:
         """A partial decode (or a pause's final one) is due: the scheduler's other question."""
@@ -368,6 +370,7 @@ class Session:
         """Send the words heard after those sent as the turn's revisable tail, if changed
         (not from under a second of its window: tiny.en guesses there, words out of a breath)."""
         shown = self.policy.tentative and self.position - item.window >= SAMPLE_RATE
+        shown = shown and self.config.turn_detection is not None  # null: nothing before commit
         text = item.following(words) if shown else ""
         if text != item.tentative:
             item.tentative = text
