@@ -4,7 +4,7 @@
 while the speaker is still talking. The parts, each in its own module:
 
 - ``events``: the protocol's client events (parsed and checked) and server events (built);
-- ``updates``: ``session.update`` and ``transcription_session.update`` applied and answered;
+- ``updates``: ``session.update`` and ``transcription_session.update``, each field bounded;
 - ``audio``: the input formats (PCM16 at 24 kHz, 16 kHz PCM as an extension, G.711 at 8 kHz)
   turned into Whisper's 16 kHz float samples as they arrive;
 - ``turns``: server_vad, Silero VAD run on the stream, deciding where speech starts and stops;

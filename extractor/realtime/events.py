@@ -24,6 +24,8 @@ from typing import Any
 
 # OpenAI's limit on one input_audio_buffer.append, in bytes of decoded audio.
 MAX_APPEND_BYTES = 15 * 1024 * 1024
+MAX_EVENT_ID_CHARS = 256  # an event_id is echoed in the errors about its event
+SHOWN_CHARS = 60  # of a client's value quoted in an error message
 CLIENT_EVENTS = (
     "session.update",
     "transcription_session.update",
@@ -151,6 +153,12 @@ class SessionConfig:
     noise_reduction: Any = None  # accepted and echoed; nothing is done with it
 
 
+def shown(value: Any) -> str:
+    """A client's value as an error message quotes it: its ``repr``, cut to ``SHOWN_CHARS``."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
+
+
 def parse_message(text: str | bytes) -> dict[str, Any]:
     """A client message as an event object with a known ``type``."""
     if isinstance(text, bytes):
@@ -162,11 +170,17 @@ def parse_message(text: str | bytes) -> dict[str, Any]:
     if not isinstance(event, dict):
         raise ProtocolError("invalid_event", "an event is a JSON object with a 'type'")
     event_id = event.get("event_id") if isinstance(event.get("event_id"), str) else None
+    if event_id is not None and len(event_id) > MAX_EVENT_ID_CHARS:
+        raise ProtocolError(
+            "string_above_max_length",
+            f"an event_id is at most {MAX_EVENT_ID_CHARS} characters",
+            param="event_id",
+        )
     kind = event.get("type")
     if kind not in CLIENT_EVENTS:
         raise ProtocolError(
             "unknown_event",
-            f"unknown event type {kind!r}; a transcription session takes "
+            f"unknown event type {shown(kind)}; a transcription session takes "
             + ", ".join(CLIENT_EVENTS),
             param="type",
             event_id=event_id,
@@ -204,7 +218,7 @@ def audio_too_large(event_id: str | None, max_bytes: int) -> ProtocolError:
 # An oversized message is dropped as it arrives, never parsed whole; its ``event_id`` is looked
 # for in the characters kept from its start and its end (wherever the client put the key).
 EDGE_CHARS = 512
-_EVENT_ID = re.compile(r'"event_id"\s*:\s*("(?:[^"\\]|\\.){0,256}")')
+_EVENT_ID = re.compile(rf'"event_id"\s*:\s*("(?:[^"\\]|\\.){{0,{MAX_EVENT_ID_CHARS}}}")')
 
 
 def event_id_in(*edges: str) -> str | None:

@@ -1,12 +1,22 @@
 """``session.update`` and ``transcription_session.update``: a session's configuration changed
-by a client, each field checked, and the session documents that answer them."""
+by a client, every field checked and bounded, and the session documents that answer them.
+
+A field is bounded as the HTTP routes bound it (the prompt by the extraction option's
+``MAX_PROMPT_CHARS``, the model name by the OpenAI route's ``MAX_MODEL_CHARS``); a value the
+server only echoes (``include``, ``noise_reduction``) takes only the values OpenAI documents,
+so nothing a client sends is held or sent back at any size. A refusal is an ``error`` event
+whose ``param`` is the field's path in the event's shape (``session.audio.input.transcription
+.prompt``, ``session.input_audio_transcription.prompt``), the session unchanged.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
 
-from .events import ProtocolError, ServerVad, SessionConfig
+from ..pipeline.request import MAX_PROMPT_CHARS
+from ..web.openai_api import MAX_MODEL_CHARS
+from .events import ProtocolError, ServerVad, SessionConfig, shown
 
 # The audio formats: (type, rate). audio/pcm at 16 kHz is this server's extension.
 FORMATS = {
@@ -21,6 +31,10 @@ BETA_FORMATS = {
     "g711_ulaw": ("audio/pcmu", 8_000),
     "g711_alaw": ("audio/pcma", 8_000),
 }
+
+
+INCLUDE = ("item.input_audio_transcription.logprobs",)  # what OpenAI's ``include`` takes
+NOISE_REDUCTION = ("near_field", "far_field")  # its ``noise_reduction`` types (or null)
 
 
 def apply_update(config: SessionConfig, event: dict[str, Any]) -> SessionConfig:
@@ -45,7 +59,7 @@ def _apply_current(config: SessionConfig, session: dict[str, Any]) -> SessionCon
     if kind != "transcription":
         raise ProtocolError(
             "invalid_value",
-            f"session.type {kind!r}: this server only does transcription sessions",
+            f"session.type {shown(kind)}: this server only does transcription sessions",
             param="session.type",
         )
     audio = _object(session, "audio", "session")
@@ -64,7 +78,8 @@ def _apply_current(config: SessionConfig, session: dict[str, Any]) -> SessionCon
         path = "session.audio.input.transcription"
         config = _transcription(config, given["transcription"], path)
     if "noise_reduction" in given:
-        config = replace(config, noise_reduction=given["noise_reduction"])
+        param = "session.audio.input.noise_reduction"
+        config = replace(config, noise_reduction=_noise_reduction(given["noise_reduction"], param))
     if "include" in session:
         config = replace(config, include=_include(session["include"]))
     return config
@@ -73,10 +88,10 @@ def _apply_current(config: SessionConfig, session: dict[str, Any]) -> SessionCon
 def _apply_beta(config: SessionConfig, session: dict[str, Any]) -> SessionConfig:
     if "input_audio_format" in session:
         name = session["input_audio_format"]
-        if name not in BETA_FORMATS:
+        if not isinstance(name, str) or name not in BETA_FORMATS:
             raise ProtocolError(
                 "invalid_value",
-                f"input_audio_format {name!r}: expected one of {', '.join(BETA_FORMATS)}",
+                f"input_audio_format {shown(name)}: expected one of {', '.join(BETA_FORMATS)}",
                 param="session.input_audio_format",
             )
         config = replace(config, format=BETA_FORMATS[name])
@@ -90,7 +105,8 @@ def _apply_beta(config: SessionConfig, session: dict[str, Any]) -> SessionConfig
         path = "session.input_audio_transcription"
         config = _transcription(config, session["input_audio_transcription"], path)
     if "input_audio_noise_reduction" in session:
-        config = replace(config, noise_reduction=session["input_audio_noise_reduction"])
+        value, param = session["input_audio_noise_reduction"], "session.input_audio_noise_reduction"
+        config = replace(config, noise_reduction=_noise_reduction(value, param))
     if "include" in session:
         config = replace(config, include=_include(session["include"]))
     return config
@@ -109,10 +125,10 @@ def _format(value: Any) -> tuple[str, int]:
         raise ProtocolError("invalid_value", "'format' must be an object", param=param)
     kind = value.get("type")
     rate = value.get("rate", 24_000 if kind == "audio/pcm" else 8_000)
-    if not isinstance(kind, str) or (kind, rate) not in FORMATS:
+    if not isinstance(kind, str) or not isinstance(rate, int) or (kind, rate) not in FORMATS:
         raise ProtocolError(
             "invalid_value",
-            f"audio format {kind!r} at {rate!r} Hz is not supported: audio/pcm (PCM16 mono"
+            f"audio format {shown(kind)} at {shown(rate)} Hz is not supported: audio/pcm (PCM16 mono"
             " little-endian) at 24000 Hz (or 16000 Hz), audio/pcmu or audio/pcma at 8000 Hz",
             param=param,
         )
@@ -128,7 +144,7 @@ def _turn_detection(value: Any, current: ServerVad | None, param: str) -> Server
         kind = value.get("type") if isinstance(value, dict) else value
         raise ProtocolError(
             "invalid_value",
-            f"turn_detection {kind!r}: this server offers 'server_vad' or null (the client"
+            f"turn_detection {shown(kind)}: this server offers 'server_vad' or null (the client"
             " commits)",
             param=param,
         )
@@ -160,23 +176,55 @@ def _transcription(config: SessionConfig, value: Any, path: str) -> SessionConfi
     model = value.get("model", config.model)
     language = value.get("language", config.language)
     prompt = value.get("prompt", config.prompt) or ""
-    if not isinstance(model, str) or not isinstance(prompt, str):
-        raise ProtocolError("invalid_value", "model and prompt must be strings", param=path)
+    for name, text, most in (
+        ("model", model, MAX_MODEL_CHARS),
+        ("prompt", prompt, MAX_PROMPT_CHARS),
+    ):
+        if not isinstance(text, str):
+            raise ProtocolError(
+                "invalid_value", f"'{name}' must be a string", param=f"{path}.{name}"
+            )
+        if len(text) > most:
+            raise ProtocolError(
+                "string_above_max_length",
+                f"'{name}' is {len(text)} characters long: at most {most} are taken",
+                param=f"{path}.{name}",
+            )
     if language is not None and (not isinstance(language, str) or language.lower() != "en"):
         raise ProtocolError(
             "unsupported_language",
-            f"language {language!r}: the live transcription model is English-only ('en')",
+            f"language {shown(language)}: the live transcription model is English-only ('en')",
             param=f"{path}.language",
         )
-    return replace(config, model=model, language=language, prompt=prompt[:2000])
+    return replace(config, model=model, language=language, prompt=prompt)
 
 
 def _include(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ProtocolError("invalid_value", "'include' must be a list of strings")
-    return tuple(value)
+    if not isinstance(value, list) or not all(v in INCLUDE for v in value):
+        raise ProtocolError(
+            "invalid_value",
+            f"'include' must be a list of {', '.join(INCLUDE)} (or null)",
+            param="session.include",
+        )
+    return tuple(dict.fromkeys(value))
+
+
+def _noise_reduction(value: Any, param: str) -> Any:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, dict)
+        or set(value) != {"type"}
+        or value["type"] not in NOISE_REDUCTION
+    ):
+        raise ProtocolError(
+            "invalid_value",
+            "noise reduction is null or {'type': 'near_field' or 'far_field'}",
+            param=param,
+        )
+    return {"type": value["type"]}
 
 
 def session_document(config: SessionConfig, session_id: str, expires_at: float) -> dict[str, Any]:
