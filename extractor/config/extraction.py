@@ -233,9 +233,27 @@ class Settings(JobSettings, EngineSettings):
     realtime_idle_timeout: float = setting(
         60.0,
         "seconds",
-        "Seconds a live session may go without a message from its client; then `error`"
-        " idle_timeout and close 1001.",
+        "Seconds a live session may go without audio (an input_audio_buffer.append) from its"
+        " client; then `error` idle_timeout and close 1001. Other messages do not count, so a"
+        " client cannot hold a stream's place by sending one now and then.",
         above=0,
+    )
+    realtime_first_audio_seconds: float = setting(
+        10.0,
+        "seconds",
+        "Seconds a new live session may go before its first audio (the idle timeout if"
+        " shorter); then `error` idle_timeout and close 1001, its place free for another"
+        " stream: a socket that connects and sends nothing holds a place no longer.",
+        above=0,
+    )
+    realtime_sessions_per_client: int = setting(
+        2,
+        "sessions",
+        "Live transcription streams one client address may hold at once, over all the"
+        " server's workers; one more gets an `error` (code client_session_limit_reached) and"
+        " close 1013, so one client cannot take every place. Behind a proxy every client has"
+        " its address: raise it there.",
+        at_least=1,
     )
     realtime_max_append_bytes: int = setting(
         15 * 1024 * 1024,

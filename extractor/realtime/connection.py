@@ -19,11 +19,16 @@ non-blocking. Bounds, each a setting (``RealtimeLimits``):
   the scheduler catches up: a client sending an hour of audio in a second holds at most that
   much memory, and the worker's other streams keep their share of the decoder;
 - events a client leaves unread past ``send_buffer_bytes``: the connection is dropped;
-- no message for ``idle_timeout`` s: ``error`` ``idle_timeout``, close 1001; a session older
-  than ``session_seconds``: ``error`` ``session_expired``, close 1001; one stream more than
-  ``sessions``: ``error`` ``session_limit_reached``, close 1013; the worker stopping: 1012; a
-  frame that breaks the protocol (wsproto cannot parse it): 1002; a session whose decoding
-  failed: 1011.
+- no audio within ``first_audio_seconds`` of opening, or for ``idle_timeout`` s after (other
+  messages do not count): ``error`` ``idle_timeout``, close 1001; a session older than
+  ``session_seconds``: ``error`` ``session_expired``, close 1001; one stream more than
+  ``sessions``: ``error`` ``session_limit_reached``, close 1013; one more than
+  ``sessions_per_client`` from one client address, over all the workers (``room``): ``error``
+  ``client_session_limit_reached``, close 1013; the worker stopping: 1012; a frame that breaks
+  the protocol (wsproto cannot parse it): 1002; a session whose decoding failed: 1011.
+
+A session's place is given back (to the scheduler, and to the address's count) as soon as its
+connection starts closing, whoever closes it and why, not when the close handshake ends.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import logging
 import selectors
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +75,8 @@ class RealtimeLimits:
     sessions: int = 2
     session_seconds: float = 3600.0
     idle_timeout: float = 60.0
+    first_audio_seconds: float = 10.0
+    sessions_per_client: int = 2
     max_append_bytes: int = 15 * 1024 * 1024
     buffer_bytes: int = 1024 * 1024
     send_buffer_bytes: int = 1024 * 1024
@@ -84,7 +92,9 @@ class LiveConnection:
 
     def __init__(self, server: RealtimeServer, conn: Any, ws: WSConnection) -> None:
         self.server, self.conn, self.ws = server, conn, ws
+        self.address = client_address(conn)
         self.session: Session | None = None
+        self.released = False  # the session's place is given back (the connection is closing)
         self.out = bytearray()  # bytes for the socket not yet taken by it
         self.outbox: deque[dict[str, Any]] = deque()  # events from the scheduler thread
         self.flush_pending = False
@@ -94,8 +104,14 @@ class LiveConnection:
         self.edges = ["", ""]  # its first and last EDGE_CHARS characters (text messages)
         self.paused = False  # not reading: the session's backlog is full
         self.closing = False  # a close frame is sent or being sent
-        self.opened = self.last_message = time.monotonic()
+        self.opened = self.last_message = self.last_audio = time.monotonic()
+        self.audio_seen = 0.0  # the session's audio seconds at the last tick
         self.registered = 0  # the selector events this socket is watched for
+
+    @property
+    def holds(self) -> bool:
+        """The connection holds one of the worker's places for a session."""
+        return self.session is not None and not self.released
 
     # -- events out ---------------------------------------------------------------------------
     def emit(self, event: dict[str, Any]) -> None:
@@ -203,9 +219,12 @@ class LiveConnection:
             if self.ws.state is ConnectionState.REMOTE_CLOSING:
                 self.out += self.ws.send(event.response())
             self.closing = True
+            self.server.release(self)
             self.write()
 
     def on_message_part(self, event: TextMessage | BytesMessage) -> None:
+        if self.closing:  # the session is gone: what the client still sends is dropped
+            return
         if isinstance(event, TextMessage):
             if not self.part_bytes:
                 self.edges[0] = event.data[:EDGE_CHARS]
@@ -250,6 +269,7 @@ class LiveConnection:
         if self.closing:
             return
         self.closing = True
+        self.server.release(self)
         if self.ws.state is ConnectionState.OPEN:
             self.out += self.ws.send(CloseConnection(code=code, reason=reason))
         self.write()
@@ -264,6 +284,11 @@ class LiveConnection:
             if now - self.last_message > 5.0:  # a close handshake that never finishes
                 self.drop()
             return
+        session = self.session
+        if session is not None and session.audio_seconds > self.audio_seen:
+            self.audio_seen, self.last_audio = session.audio_seconds, now
+        # Messages not handled yet may be audio: not idle while the session has some.
+        waiting = self.paused or (session is not None and session.backlog_bytes > 0)
         if now - self.opened > limits.session_seconds:
             self.fail(
                 ProtocolError(
@@ -273,14 +298,31 @@ class LiveConnection:
                     close_code=GOING_AWAY,
                 )
             )
-        elif now - self.last_message > limits.idle_timeout and not self.paused:
+        elif waiting:
+            return
+        elif not self.audio_seen and now - self.opened > limits.first_audio_seconds:
             self.fail(
                 ProtocolError(
                     "idle_timeout",
-                    f"no message for {limits.idle_timeout:g} s (EXTRACTOR_REALTIME_IDLE_TIMEOUT)",
+                    f"no audio within {limits.first_audio_seconds:g} s of opening"
+                    " (EXTRACTOR_REALTIME_FIRST_AUDIO_SECONDS)",
                     close_code=GOING_AWAY,
                 )
             )
+        elif now - self.last_audio > limits.idle_timeout:
+            self.fail(
+                ProtocolError(
+                    "idle_timeout",
+                    f"no audio for {limits.idle_timeout:g} s (EXTRACTOR_REALTIME_IDLE_TIMEOUT)",
+                    close_code=GOING_AWAY,
+                )
+            )
+
+
+def client_address(conn: Any) -> str:
+    """The client's address (its host, without the port)."""
+    client = getattr(conn, "client", None)
+    return str(client[0]) if isinstance(client, tuple | list) and client else str(client or "")
 
 
 class RealtimeServer:
@@ -291,6 +333,10 @@ class RealtimeServer:
     ) -> None:
         self.worker, self.scheduler, self.limits, self.secret = worker, scheduler, limits, secret
         self.connections: dict[LiveConnection, None] = {}
+        # The streams a client address holds on the other workers, and where this worker tells
+        # them the addresses of its own (the server's ``LiveRoom``; alone: none, nowhere).
+        self.clients_elsewhere: Callable[[str], int] = lambda _address: 0
+        self.on_clients: Callable[[list[str]], None] = lambda _addresses: None
 
     def defer(self, callback: Any) -> None:
         self.worker.method_queue.defer(callback)
@@ -318,9 +364,23 @@ class RealtimeServer:
         live = LiveConnection(self, conn, ws)
         self.connections[live] = None
         live.out += ws.send(AcceptConnection(subprotocol=verdict))
-        session = self.scheduler.open(
-            live.emit, live.after_step, expires_at=time.time() + self.limits.session_seconds
-        )
+        # A full worker says so first: the address's cap is then moot.
+        held = len(self.holders(live.address)) + self.clients_elsewhere(live.address)
+        session = None
+        if self.scheduler.room and held < self.limits.sessions_per_client:
+            session = self.scheduler.open(
+                live.emit, live.after_step, expires_at=time.time() + self.limits.session_seconds
+            )
+        if session is None and self.scheduler.room:
+            live.fail(
+                ProtocolError(
+                    "client_session_limit_reached",
+                    f"this client address holds {held} live sessions, the most one may"
+                    " (EXTRACTOR_REALTIME_SESSIONS_PER_CLIENT); close one first",
+                    close_code=TRY_LATER,
+                )
+            )
+            return
         if session is None:
             live.fail(
                 ProtocolError(
@@ -333,6 +393,7 @@ class RealtimeServer:
             )
             return
         live.session = session
+        self.on_clients([c.address for c in self.connections if c.holds])
         live.receive(b"")  # frames that came with the handshake
         live.flush()
 
@@ -355,12 +416,23 @@ class RealtimeServer:
             conn.sock.send(data)
         self.worker.linger_close(conn)
 
+    def holders(self, address: str) -> list[LiveConnection]:
+        """This worker's connections holding a session for ``address``."""
+        return [c for c in self.connections if c.holds and c.address == address]
+
+    def release(self, live: LiveConnection) -> None:
+        """Give back ``live``'s place at once (its connection is closing or gone)."""
+        if live.session is None or live.released:
+            return
+        live.released = True
+        self.scheduler.close(live.session)
+        self.on_clients([c.address for c in self.connections if c.holds])
+
     def end(self, live: LiveConnection, *, linger: bool) -> None:
         if live not in self.connections:
             return
+        self.release(live)
         del self.connections[live]
-        if live.session is not None:
-            self.scheduler.close(live.session)
         if live.registered:
             with contextlib.suppress(KeyError, ValueError, OSError):
                 self.worker.poller.unregister(live.conn.sock)

@@ -30,6 +30,8 @@ def realtime_server(worker: Any, settings: Any) -> RealtimeServer | None:
         sessions=settings.realtime_sessions,
         session_seconds=settings.realtime_session_seconds,
         idle_timeout=settings.realtime_idle_timeout,
+        first_audio_seconds=settings.realtime_first_audio_seconds,
+        sessions_per_client=settings.realtime_sessions_per_client,
         max_append_bytes=settings.realtime_max_append_bytes,
         buffer_bytes=settings.realtime_buffer_bytes,
         send_buffer_bytes=settings.realtime_send_buffer_bytes,
@@ -78,6 +80,12 @@ class RealtimeWorkerMixin:
         if self.realtime is not None:
             self.realtime.scheduler.on_room = self.publish_room
             self.publish_room(self.realtime.scheduler.room)
+            if self.live_room is not None:
+                room, slot = self.live_room, self.live_slot
+                self.realtime.clients_elsewhere = lambda address: room.clients_elsewhere(
+                    slot, address
+                )
+                self.realtime.on_clients = lambda addresses: room.publish_clients(slot, addresses)
         try:
             super().run()  # type: ignore[misc]
         finally:

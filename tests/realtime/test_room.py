@@ -40,6 +40,28 @@ def test_the_room_a_forked_worker_publishes_is_seen_by_its_siblings() -> None:
     assert LiveRoom(1).free_slot([0]) is None  # no slot: the worker acts alone
 
 
+def test_a_client_address_is_counted_on_every_worker() -> None:
+    """What a worker publishes of its streams' client addresses is counted by its siblings
+    (the per-address cap holds over the server), and forgotten when the worker exits."""
+    room = LiveRoom(3)
+    first, second = room.free_slot([]), room.free_slot([0])
+    publish = room.publish_clients
+    child = multiprocessing.get_context("fork").Process(
+        target=publish, args=(second, ["10.0.0.7", "10.0.0.7", "2001:db8::1"])
+    )
+    child.start()
+    child.join(timeout=30)
+    assert child.exitcode == 0
+    assert room.clients_elsewhere(first, "10.0.0.7") == 2
+    assert room.clients_elsewhere(first, "2001:db8::1") == 1
+    assert room.clients_elsewhere(second, "10.0.0.7") == 0  # its own are counted by itself
+    assert room.clients_elsewhere(first, "10.0.0.8") == 0
+    room.publish_clients(second, ["10.0.0.7"])  # one of its streams closed
+    assert room.clients_elsewhere(first, "10.0.0.7") == 1
+    room.release(second)  # the worker exited
+    assert room.clients_elsewhere(first, "10.0.0.7") == 0
+
+
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log_path = tmp_path_factory.mktemp("room") / "server.log"
