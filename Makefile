@@ -18,7 +18,7 @@ DEV_DEBS := espeak-ng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-ita font
             fonts-liberation2 postgresql chromium chromium-driver poppler-utils curl jq prometheus
 
 .PHONY: install install-dev run test test-fast lint typecheck bench accuracy accuracy-baseline \
-        clean settings-table image image-test \
+        clean settings-table docs image image-test \
         apt-image
 
 install: apt-runtime $(STAMP)
@@ -61,7 +61,7 @@ typecheck:
 # Before the split one serial pass took 21 min 54 s (clean clone, 2 cores); README "Development".
 TEST_WORKERS ?= 3
 PARALLEL_MARKERS := not serial and not torch
-test: install-dev lint typecheck
+test: install-dev lint typecheck docs
 	@# The libraries pip has just written stay cached in large folios that a process maps whole:
 	@# dropped here, before any test process maps them, the serial pass measures a worker's RSS
 	@# as on a machine that read them from disk (bench/pagecache.py, bench/memory.md).
@@ -112,12 +112,17 @@ accuracy: install-dev
 accuracy-baseline: install-dev
 	$(BIN)/python -m bench.accuracy_gate --write-baseline
 
-# Regenerate the README's settings tables from the declarations in extractor/config/.
+# Regenerate the settings tables of docs/settings.md from the declarations in extractor/config/.
 settings-table: install
-	@$(BIN)/extractor settings --readme README.md
+	@$(BIN)/extractor settings --write docs/settings.md
+
+# The documentation site (MkDocs, Material theme) from docs/ into site/. --strict: a page left
+# out of the nav, a broken link or a missing anchor fails the build (and so make test).
+docs: install-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info site
 
 # -- the container image ------------------------------------------------------------------
 # `make image` builds the Dockerfile users build (ENGINES=openai for the openai-whisper

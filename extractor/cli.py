@@ -132,13 +132,13 @@ def _listen(args: argparse.Namespace) -> int:
 
 
 def _settings_doc(args: argparse.Namespace) -> int:
-    """Print the settings tables, or regenerate them in place inside a README's markers."""
-    from .config.docs import TABLES, named_table, write_readme
+    """Print the settings tables, or regenerate them in place inside a page's markers."""
+    from .config.docs import TABLES, named_table, write_tables
 
-    if args.readme is None:
+    if args.write is None:
         print("\n".join(f"{name}:\n\n{named_table(name)}" for name in TABLES), end="")
-    elif write_readme(Path(args.readme)):
-        print(f"{args.readme}: settings tables regenerated", file=sys.stderr)
+    elif write_tables(Path(args.write)):
+        print(f"{args.write}: settings tables regenerated", file=sys.stderr)
     return 0
 
 
@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     listen.set_defaults(run=_listen)
 
     settings = sub.add_parser("settings", help="print the Markdown tables of every setting")
-    settings.add_argument("--readme", default=None, metavar="PATH",
+    settings.add_argument("--write", "--readme", dest="write", default=None, metavar="PATH",
                           help="regenerate the tables between the settings-table markers of"
                                " this file instead")  # fmt: skip
     settings.set_defaults(run=_settings_doc)

@@ -1,4 +1,4 @@
-"""Settings from env and flags, the README table, and `extractor extract` matching /extract."""
+"""Settings from env and flags, the settings page, and `extractor extract` matching /extract."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ from support import PAGE_ONE, post_file
 from extractor import samples
 from extractor.config import Settings, SettingsError
 from extractor.server.application import beyond_loopback
-
-README = Path(__file__).parent.parent / "README.md"
 
 
 def test_env_then_overrides() -> None:

@@ -1,4 +1,4 @@
-"""One settings mechanism for both services: declarations, parsing, checks, README tables, flags."""
+"""One settings mechanism for both services: declarations, parsing, checks, the docs tables, flags."""
 
 from __future__ import annotations
 
@@ -13,19 +13,19 @@ import pytest
 
 from extractor.cli import build_parser, main
 from extractor.config import DEFAULT_FORMATS, LabelingSettings, Settings, SettingsError
-from extractor.config.docs import TABLES, declared_here, fill_readme, settings_table
+from extractor.config.docs import TABLES, declared_here, fill_tables, settings_table
 from extractor.config.fields import SettingsBase, setting, settings_from_flags
 from extractor.labeling.outbound import OutboundSettings
 from extractor.replies.formats import DEFAULT_CHOICES
 
-README = Path(__file__).parent.parent / "README.md"
+SETTINGS_PAGE = Path(__file__).parent.parent / "docs" / "settings.md"
 
 
-def test_the_readme_tables_are_the_generated_ones() -> None:
-    text = README.read_text()
+def test_the_settings_page_tables_are_the_generated_ones() -> None:
+    text = SETTINGS_PAGE.read_text()
     for name in TABLES:
         assert text.count(f"<!-- settings-table: {name} -->") == 1, name
-    assert fill_readme(text) == text, "run `make settings-table` and commit README.md"
+    assert fill_tables(text) == text, "run `make settings-table` and commit docs/settings.md"
 
 
 def test_every_setting_is_in_one_table_with_its_unit() -> None:
@@ -161,15 +161,15 @@ def test_the_settings_import_nothing_above_them() -> None:
 
 
 def test_the_settings_command_rewrites_stale_tables(tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text(
+    page = tmp_path / "settings.md"
+    page.write_text(
         "# Doc\n\n<!-- settings-table: labeling-limits -->\nstale\n<!-- /settings-table -->\n"
     )
-    assert main(["settings", "--readme", str(readme)]) == 0
-    text = readme.read_text()
+    assert main(["settings", "--write", str(page)]) == 0
+    text = page.read_text()
     assert "stale" not in text and "`EXTRACTOR_LABELING_MAX_QUERY_DEPTH` | `8` | levels |" in text
     assert "`EXTRACTOR_LABELING_DATA_DIR`" not in text  # that one is in the "labeling" table
-    assert fill_readme(text) == text
+    assert fill_tables(text) == text
 
 
 @pytest.mark.parametrize("command", ["serve", "extract"])

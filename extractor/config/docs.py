@@ -1,9 +1,9 @@
-"""The README's settings tables, generated from the declarations (``make settings-table``).
+"""The settings tables of the documentation, generated from the declarations.
 
-Each table sits between two markers in README.md, ``<!-- settings-table: NAME -->`` and
-``<!-- /settings-table -->``; :func:`fill_readme` rewrites what lies between them and
-``tests/test_settings.py`` fails while the README differs from it, so a setting is documented
-in one place: its declaration.
+Each table sits between two markers in ``docs/settings.md``, ``<!-- settings-table: NAME -->``
+and ``<!-- /settings-table -->``; :func:`fill_tables` rewrites what lies between them
+(``make settings-table``) and ``tests/test_settings.py`` fails while the page differs from it,
+so a setting is documented in one place: its declaration.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .jobs import JobSettings
 from .labeling import LabelingSettings
 from .labeling_limits import LabelingLimits
 
-# The README's tables by marker name: the settings declared in the body of one class, and
+# The tables by marker name: the settings declared in the body of one class, and
 # whether they are also flags (``extractor serve`` and ``extractor extract`` offer them; the
 # labeling commands read the environment only). Every setting is in exactly one table.
 TABLES: dict[str, tuple[type[SettingsBase], bool]] = {
@@ -86,20 +86,20 @@ def settings_table(settings: type[SettingsBase], flags: bool) -> str:
 
 
 def named_table(name: str) -> str:
-    """The README's table ``name`` (a key of :data:`TABLES`)."""
+    """The table ``name`` (a key of :data:`TABLES`)."""
     settings, flags = TABLES[name]
     return settings_table(settings, flags)
 
 
-def fill_readme(text: str, table: Callable[[str], str] = named_table) -> str:
+def fill_tables(text: str, table: Callable[[str], str] = named_table) -> str:
     """``text`` with every marked settings table replaced by the generated one."""
     return _BLOCK.sub(lambda m: f"{m.group(1)}\n{table(m.group('name'))}\n{m.group(3)}", text)
 
 
-def write_readme(path: Path) -> bool:
-    """Regenerate the tables of the README at ``path``; True when it changed."""
+def write_tables(path: Path) -> bool:
+    """Regenerate the marked tables of the Markdown file at ``path``; True when it changed."""
     before = path.read_text()
-    after = fill_readme(before)
+    after = fill_tables(before)
     if after != before:
         path.write_text(after)
     return after != before

@@ -1,6 +1,6 @@
 """Webhooks over real sockets: a loopback receiver allowed by EXTRACTOR_OUTBOUND_ALLOW gets the
 signed job JSON within 2 s of the job's end, retried with backoff on 5xx, given up on other
-4xx, each attempt visible on the job; the README's verification example accepts what arrives."""
+4xx, each attempt visible on the job; the docs' verification example accepts what arrives."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from extractor import samples
 
 pytestmark = pytest.mark.slow  # real servers and engines: make test, not test-fast
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+JOBS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "api" / "jobs.md"
 
 
 @pytest.fixture(scope="module")
@@ -142,9 +142,9 @@ def test_the_readme_verification_example_accepts_a_real_call(
     body = _calls_for(receiver, job["id"], 1)[0]
     call = next(c for c in receiver.calls if c.body == body)
     example = re.search(
-        r"<!-- webhook-verify -->\s*```python\n(.*?)```", README.read_text(), re.DOTALL
+        r"<!-- webhook-verify -->\s*```python\n(.*?)```", JOBS_PAGE.read_text(), re.DOTALL
     )
-    assert example, "README: the webhook verification example is missing"
+    assert example, "docs/api/jobs.md: the webhook verification example is missing"
     namespace: dict[str, object] = {}
     exec(example.group(1), namespace)
     verify = namespace["verify"]

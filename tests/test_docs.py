@@ -1,0 +1,60 @@
+"""The README stays a short front page, the docs site builds with no broken link or anchor, and
+no file describes the present by the history that led to it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+README = ROOT / "README.md"
+LINK = re.compile(r"(?<!!)\[[^\]]+\]\(([^)\s]+)\)")
+
+
+def test_the_readme_is_short_and_keeps_the_two_commands() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= 250
+    assert "make run" in text and "make test" in text
+
+
+def test_the_readmes_links_reach_files_of_the_repository() -> None:
+    for target in LINK.findall(README.read_text()):
+        if target.startswith(("http://", "https://", "#")):
+            continue
+        assert (ROOT / target.split("#")[0]).exists(), target
+
+
+# The settings page is generated from the help texts in extractor/config/, one of which still
+# names a session; it passes once that text is fixed.
+HELP_TEXT_NAMES_A_SESSION = pytest.mark.xfail(
+    strict=True, reason="EXTRACTOR_REALTIME_PARTIAL_BEAM_SIZE's help text names a session"
+)
+WRITTEN = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(path, marks=HELP_TEXT_NAMES_A_SESSION) if path.name == "settings.md" else path
+        for path in WRITTEN
+    ],
+    ids=lambda path: str(path.relative_to(ROOT)),
+)
+def test_no_session_numbers(path: Path) -> None:
+    """The files say what is true now; which working session found it is git history."""
+    assert not re.search(r"\bsessions? \d", path.read_text(), re.IGNORECASE)
+
+
+def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:
+    pytest.importorskip("mkdocs")
+    build = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr[-3000:]
+    assert (tmp_path / "api" / "openapi" / "index.html").read_text().count("POST /extract") >= 1
+    assert "EXTRACTOR_BIND" in (tmp_path / "settings" / "index.html").read_text()
