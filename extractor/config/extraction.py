@@ -342,7 +342,9 @@ class Settings(JobSettings, EngineSettings):
         "Send each live turn's revisable tail, the words the newest decode hears after those"
         " sent but not yet confirmed, as x_conversation.item.input_audio_transcription.tentative"
         " events (an extension, which the official openai client passes on like any event), so"
-        " a page can show a word once one decode has heard it; false: OpenAI's events only.",
+        " a page can show a word once one decode has heard it; false: OpenAI's events only."
+        " With turn_detection null there is none: nothing of a buffer (no delta, no tail) is"
+        " sent before its input_audio_buffer.commit.",
     )
     realtime_beam_size: int = setting(
         5,
