@@ -4,8 +4,11 @@ A job's webhook becomes due when the job ends (its worker or the cancelling requ
 and wakes this thread: sent within milliseconds) ; a sweep every ``SWEEP_SECONDS`` also finds
 jobs that ended another way (failed for good after dead workers, a crash) with their webhook
 still waiting. A due delivery is taken with a short lease, so one server sends it even when
-several look at once, and a server that dies mid-send leaves it to another. Every
-``PURGE_SECONDS`` the thread also deletes jobs past EXTRACTOR_JOB_TTL_SECONDS.
+several look at once, and a server that dies mid-send leaves it to another. Each attempt runs on
+a sender thread of its own and this thread never waits for one: ``lanes`` decides which
+deliveries may start (per destination, per client, a breaker per destination), so a receiver
+that hangs or drips holds only its own deliveries. Every ``PURGE_SECONDS`` the thread also
+deletes jobs past EXTRACTOR_JOB_TTL_SECONDS.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from sqlalchemy import CursorResult, or_, select, update
 
 from extractor import metrics
 from extractor.async_jobs.extraction_jobs import ExtractionJobs, mark_webhook_due
+from extractor.async_jobs.lanes import Lanes, destination
 from extractor.async_jobs.store import ExtractionJob, WebhookState
 from extractor.async_jobs.webhook import Outcome, WebhookSender, backoff
 from extractor.jobs import StorageError, utcnow
@@ -30,7 +34,7 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5  # how often due deliveries are looked for without a wake-up
 SWEEP_SECONDS = 5.0  # how often waiting webhooks are checked for jobs that ended elsewhere
 PURGE_SECONDS = 60.0  # how often expired jobs are deleted (more often for a short time to live)
-BATCH = 20  # deliveries taken per look
+BATCH = 50  # due deliveries looked at per look (more than a server sends at once)
 
 
 class Deliveries:
@@ -43,7 +47,14 @@ class Deliveries:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._pool = ThreadPoolExecutor(4, thread_name_prefix="webhook")
+        settings = jobs.settings
+        self.lanes = Lanes(
+            settings.webhook_senders,
+            settings.webhook_sends_per_host,
+            settings.webhook_sends_per_client,
+        )
+        # As many threads as lanes allow in flight: an attempt never queues behind another.
+        self._pool = ThreadPoolExecutor(self.lanes.senders, thread_name_prefix="webhook")
         jobs.on_ended(self._wake.set)
 
     def start(self) -> None:
@@ -99,30 +110,71 @@ class Deliveries:
         return len(ended)
 
     def deliver_due(self) -> int:
-        """Send the due deliveries this server can take: how many were attempted."""
-        if self.sender is None:
+        """Start the due deliveries this server can take now, each on a sender thread of its
+        own (never waited for here): how many were started or, their destination's breaker
+        open, counted as failed without a call."""
+        if self.sender is None or self.lanes.free <= 0:
             return 0
         now = utcnow()
+        busy_hosts, busy_clients = self.lanes.busy()
+        query = select(
+            ExtractionJob.job_id, ExtractionJob.callback_url, ExtractionJob.client
+        ).where(
+            ExtractionJob.webhook_state == WebhookState.DUE,
+            ExtractionJob.webhook_next_at <= now,
+            or_(
+                ExtractionJob.webhook_locked_until.is_(None),
+                ExtractionJob.webhook_locked_until < now,
+            ),
+        )
+        # Deliveries that could not start now are left out by the database, so a backlog of
+        # them never fills the batch ahead of another client's.
+        if busy_clients:
+            query = query.where(ExtractionJob.client.not_in(busy_clients))
+        for host in busy_hosts:
+            query = query.where(~ExtractionJob.callback_url.startswith(host + "/", autoescape=True))
         with self.jobs.db.session() as session:
-            due = list(
-                session.scalars(
-                    select(ExtractionJob.job_id)
-                    .where(
-                        ExtractionJob.webhook_state == WebhookState.DUE,
-                        ExtractionJob.webhook_next_at <= now,
-                        or_(
-                            ExtractionJob.webhook_locked_until.is_(None),
-                            ExtractionJob.webhook_locked_until < now,
-                        ),
+            due = list(session.execute(query.order_by(ExtractionJob.webhook_next_at).limit(BATCH)))
+        started = 0
+        for job_id, url, client in due:
+            if url is None:
+                continue
+            host = destination(url)
+            paused = self.lanes.paused(host)
+            if paused > 0:
+                if self._take(job_id):
+                    failures = self.lanes.failures(host)
+                    detail = (
+                        f"not sent: {host} failed {failures} times in a row; paused {paused:.0f} s"
                     )
-                    .order_by(ExtractionJob.webhook_next_at)
-                    .limit(BATCH)
-                )
-            )
-        taken = [job_id for job_id in due if self._take(job_id)]
-        for future in [self._pool.submit(self._deliver, job_id) for job_id in taken]:
-            future.result()
-        return len(taken)
+                    self._record(job_id, self._attempts_of(job_id) + 1, Outcome("retry", detail))
+                    started += 1
+                continue
+            if not self.lanes.acquire(host, client):
+                continue
+            if not self._take(job_id):
+                self.lanes.release(host, client, None)
+                continue
+            self._pool.submit(self._send, job_id, host, client)
+            started += 1
+        return started
+
+    def _send(self, job_id: str, host: str, client: str) -> None:
+        """One attempt on a sender thread; its lanes freed and the loop woken after."""
+        failed: bool | None = None
+        try:
+            outcome = self._deliver(job_id)
+            failed = None if outcome is None else outcome.result == "retry"
+        except Exception:
+            log.exception("webhook of job %s: the attempt broke; its lease will expire", job_id)
+        finally:
+            self.lanes.release(host, client, failed)
+            self._wake.set()
+
+    def _attempts_of(self, job_id: str) -> int:
+        with self.jobs.db.session() as session:
+            row = session.get(ExtractionJob, job_id)
+            return row.webhook_attempts if row is not None else 0
 
     def _take(self, job_id: str) -> bool:
         """Lease a due delivery for one attempt (its timeout and a margin)."""
@@ -146,7 +198,8 @@ class Deliveries:
             )
             return taken.rowcount == 1
 
-    def _deliver(self, job_id: str) -> None:
+    def _deliver(self, job_id: str) -> Outcome | None:
+        """Send one attempt of a leased delivery and record it: how it went (None: no call)."""
         assert self.sender is not None
         try:
             view = self.jobs.get(job_id)
@@ -155,16 +208,18 @@ class Deliveries:
                 url = row.callback_url if row is not None else None
                 attempts = (row.webhook_attempts if row is not None else 0) + 1
             if view is None or url is None:
-                return
+                return None
             if not view.ended:
                 # Marked due by a worker a moment before the queue recorded the end (a failure
                 # is recorded after its handler returns): look again shortly, no attempt spent.
                 self._later(job_id)
-                return
+                return None
             outcome = self.sender.send(url, view.to_json())
             self._record(job_id, attempts, outcome)
+            return outcome
         except StorageError:
             log.exception("cannot record the webhook of job %s; its lease will expire", job_id)
+            return None
 
     def _later(self, job_id: str) -> None:
         """Hand a delivery back, due again after the next poll."""

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from extractor.async_jobs.errors import JobNotFinished, JobNotFound, JobsUnavailable, TooManyJobs
@@ -232,6 +232,8 @@ class ExtractionJobs:
                     f" {cap} (EXTRACTOR_MAX_QUEUED_JOBS_PER_CLIENT)",
                     headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
                 )
+            if callback_url is not None:
+                self._check_pending_webhooks(session, client)
             record = queue.enqueue(
                 session, KIND, OWNER, {}, tenant=client, uploads=upload_chunks(upload, filename)
             )
@@ -254,6 +256,25 @@ class ExtractionJobs:
         found = self.get(record.id)
         assert found is not None
         return found
+
+    def _check_pending_webhooks(self, session: Session, client: str) -> None:
+        """``TooManyJobs`` when the client's undelivered webhooks are at their cap: a client
+        whose receivers never answer keeps its deliveries retrying, not its jobs queued."""
+        cap = self.settings.max_pending_webhooks_per_client
+        pending = session.scalar(
+            select(func.count())
+            .select_from(ExtractionJob)
+            .where(
+                ExtractionJob.client == client,
+                ExtractionJob.webhook_state.in_([WebhookState.WAITING, WebhookState.DUE]),
+            )
+        )
+        if (pending or 0) >= cap:
+            raise TooManyJobs(
+                f"{pending} webhooks of this client are not delivered yet; the most allowed is"
+                f" {cap} (EXTRACTOR_MAX_PENDING_WEBHOOKS_PER_CLIENT)",
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            )
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -96,6 +96,8 @@ class JobRuntime:
                     settings.webhook_secret,
                     policy_of(settings.outbound_allow),
                     settings.webhook_timeout,
+                    # A connection per sender thread: an attempt never waits for the pool.
+                    connections=settings.webhook_senders,
                     max_reply_bytes=settings.webhook_max_reply_bytes,
                 )
             self.deliveries = Deliveries(jobs, sender, settings.webhook_attempts)

@@ -93,6 +93,34 @@ class JobSettings(SettingsBase):
     webhook_timeout: float = setting(
         10.0, "seconds", "Seconds one webhook attempt may take in all.", above=0
     )
+    webhook_senders: int = setting(
+        16,
+        "threads",
+        "Webhook attempts one server process makes at once, each on a thread of its own: a"
+        " receiver that hangs holds one of them, never the others' deliveries.",
+        at_least=1,
+    )
+    webhook_sends_per_host: int = setting(
+        2,
+        "attempts",
+        "Webhook attempts in flight to one destination (scheme, host and port) per server"
+        " process; its other deliveries wait their turn.",
+        at_least=1,
+    )
+    webhook_sends_per_client: int = setting(
+        4,
+        "attempts",
+        "Webhook attempts in flight for the jobs of one client address per server process,"
+        " whichever destinations they name.",
+        at_least=1,
+    )
+    max_pending_webhooks_per_client: int = setting(
+        50,
+        "webhooks",
+        "Webhooks of one client address not yet delivered or given up (its jobs with a"
+        " callback_url, running or ended); one more job with a callback_url gets 429.",
+        at_least=1,
+    )
     webhook_max_reply_bytes: int = setting(
         65536,
         "bytes",

@@ -1,0 +1,97 @@
+"""Which webhook attempts may start (``async_jobs.lanes``): the limits per destination and per
+client, and the breaker's pauses."""
+
+from __future__ import annotations
+
+import pytest
+
+from extractor.async_jobs.lanes import (
+    BREAKER_FAILURES,
+    BREAKER_MAX_SECONDS,
+    BREAKER_SECONDS,
+    Lanes,
+    destination,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("url", "origin"),
+    [
+        ("http://127.0.0.1:8000/hook", "http://127.0.0.1:8000"),
+        ("https://hooks.example.com/a/b?c=d", "https://hooks.example.com"),
+        ("https://hooks.example.com/", "https://hooks.example.com"),
+        ("http://[::1]:9/x", "http://[::1]:9"),
+    ],
+)
+def test_a_destination_is_the_url_before_its_path(url: str, origin: str) -> None:
+    assert destination(url) == origin
+
+
+def test_attempts_in_flight_are_bounded_per_destination_client_and_in_all() -> None:
+    lanes = Lanes(senders=5, per_host=2, per_client=3)
+    assert lanes.acquire("http://a", "c1") and lanes.acquire("http://a", "c1")
+    assert not lanes.acquire("http://a", "c2")  # the destination is at its 2
+    assert lanes.acquire("http://b", "c1")
+    assert not lanes.acquire("http://c", "c1")  # the client is at its 3
+    assert lanes.busy() == (["http://a"], ["c1"])
+    assert lanes.acquire("http://c", "c2") and lanes.acquire("http://d", "c3")
+    assert lanes.free == 0 and not lanes.acquire("http://e", "c4")  # every sender in use
+    lanes.release("http://a", "c1", failed=False)
+    assert lanes.free == 1 and lanes.acquire("http://a", "c2")
+
+
+def test_the_breaker_pauses_a_failing_destination_and_one_trial_reopens_it() -> None:
+    clock = Clock()
+    lanes = Lanes(senders=10, per_host=10, per_client=10, clock=clock)
+    host = "http://dead"
+    for _ in range(BREAKER_FAILURES - 1):
+        assert lanes.acquire(host, "c")
+        lanes.release(host, "c", failed=True)
+    assert lanes.paused(host) == 0  # not yet
+    assert lanes.acquire(host, "c")
+    lanes.release(host, "c", failed=True)
+    assert lanes.paused(host) == BREAKER_SECONDS
+    assert not lanes.acquire(host, "c")
+    assert lanes.acquire("http://alive", "c")  # others are not paused
+    clock.now += BREAKER_SECONDS
+    assert lanes.acquire(host, "c")  # the one trial after the pause
+    assert not lanes.acquire(host, "c") and host in lanes.busy()[0]
+    lanes.release(host, "c", failed=True)
+    assert lanes.paused(host) == 2 * BREAKER_SECONDS  # failed again: twice as long
+    for _ in range(10):
+        clock.now += BREAKER_MAX_SECONDS
+        assert lanes.acquire(host, "c")
+        lanes.release(host, "c", failed=True)
+    assert lanes.paused(host) == BREAKER_MAX_SECONDS
+    clock.now += BREAKER_MAX_SECONDS
+    assert lanes.acquire(host, "c")
+    lanes.release(host, "c", failed=False)  # it answers again: closed
+    assert lanes.paused(host) == 0 and lanes.failures(host) == 0
+
+
+def test_an_answer_between_failures_keeps_the_breaker_closed() -> None:
+    lanes = Lanes(senders=10, per_host=10, per_client=10)
+    for failed in [True, True, False, True, True, False]:
+        assert lanes.acquire("http://flaky", "c")
+        lanes.release("http://flaky", "c", failed=failed)
+    assert lanes.paused("http://flaky") == 0
+
+
+def test_a_trial_without_a_call_leaves_the_breaker_as_it_was() -> None:
+    clock = Clock()
+    lanes = Lanes(senders=10, per_host=10, per_client=10, clock=clock)
+    for _ in range(BREAKER_FAILURES):
+        assert lanes.acquire("http://dead", "c")
+        lanes.release("http://dead", "c", failed=True)
+    clock.now += BREAKER_SECONDS
+    assert lanes.acquire("http://dead", "c")
+    lanes.release("http://dead", "c", failed=None)  # the lease was lost: nothing was learnt
+    assert lanes.acquire("http://dead", "c")
