@@ -1,10 +1,13 @@
 """Webhooks: when a job with a ``callback_url`` ends, a signed POST of its JSON to that URL.
 
 The body is the job JSON plus ``timestamp`` (Unix seconds of this attempt), sent as compact
-UTF-8 JSON; ``X-Signature: sha256=<hex HMAC-SHA256 of those exact bytes, keyed by
-EXTRACTOR_WEBHOOK_SECRET>``. A receiver verifies the signature over the raw body it read, then
-refuses an old timestamp (a replay) and handles a job id it has seen before once (a delivery is
-at least once).
+UTF-8 JSON, signed twice with EXTRACTOR_WEBHOOK_SECRET: the Standard Webhooks headers
+(``webhook-id``: the job's id, the same on every attempt; ``webhook-timestamp``: the body's
+``timestamp``; ``webhook-signature: v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">``,
+keyed by the secret's UTF-8 bytes, so the standard libraries verify it given those bytes), and
+``X-Signature: sha256=<hex HMAC-SHA256 of the body>`` for receivers written before them. A
+receiver verifies a signature over the raw body it read, refuses an old timestamp (a replay)
+and handles a ``webhook-id`` it has seen before once (a delivery is at least once).
 
 Every call goes through the SSRF guard of ``extractor.net`` (the labeling service's): the host is
 resolved, every address checked against EXTRACTOR_OUTBOUND_ALLOW and the default refusals, and
@@ -21,6 +24,7 @@ server dies is sent by another; one server at a time holds a delivery (a short l
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -48,10 +52,31 @@ def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
+def sign_standard(secret: str, delivery: str, timestamp: int, body: bytes) -> str:
+    """The ``webhook-signature`` value (Standard Webhooks): ``v1,`` and the base64
+    HMAC-SHA256 of ``{id}.{timestamp}.{body}``, keyed by the secret's UTF-8 bytes."""
+    signed = f"{delivery}.{timestamp}.".encode() + body
+    digest = hmac.new(secret.encode(), signed, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
+
+
 def webhook_body(job: dict[str, Any], now: float | None = None) -> bytes:
     """The bytes POSTed: the job JSON with the attempt's ``timestamp``."""
     payload = {**job, "timestamp": int(time.time() if now is None else now)}
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def webhook_headers(secret: str, job_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+    """The headers of one attempt: both signatures and the delivery's id (the job's id, so
+    the same on every retry: a receiver that saw it handles the call once)."""
+    return {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        SIGNATURE_HEADER: sign(secret, body),
+        "webhook-id": job_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": sign_standard(secret, job_id, timestamp, body),
+    }
 
 
 def backoff(attempts: int) -> timedelta:
@@ -123,12 +148,9 @@ class WebhookSender:
 
     def send(self, url: str, job: dict[str, Any]) -> Outcome:
         """One attempt: POST the signed job JSON to ``url``."""
-        body = webhook_body(job)
-        headers = {
-            "Content-Type": "application/json",
-            "User-Agent": USER_AGENT,
-            SIGNATURE_HEADER: sign(self.secret, body),
-        }
+        timestamp = int(time.time())
+        body = webhook_body(job, timestamp)
+        headers = webhook_headers(self.secret, str(job["id"]), timestamp, body)
         try:
             target = self.policy.check_url(url)
         except OutboundError as exc:

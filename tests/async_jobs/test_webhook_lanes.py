@@ -1,7 +1,12 @@
-"""Which webhook attempts may start (``async_jobs.lanes``): the limits per destination and per
-client, and the breaker's pauses."""
+"""Which webhook attempts may start (``async_jobs.lanes``), and what one attempt carries: the
+limits per destination and per client, the breaker's pauses, the Standard Webhooks headers."""
 
 from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
 
 import pytest
 
@@ -12,6 +17,7 @@ from extractor.async_jobs.lanes import (
     Lanes,
     destination,
 )
+from extractor.async_jobs.webhook import webhook_body, webhook_headers
 
 
 class Clock:
@@ -95,3 +101,20 @@ def test_a_trial_without_a_call_leaves_the_breaker_as_it_was() -> None:
     assert lanes.acquire("http://dead", "c")
     lanes.release("http://dead", "c", failed=None)  # the lease was lost: nothing was learnt
     assert lanes.acquire("http://dead", "c")
+
+
+def test_the_standard_webhooks_headers_sign_id_timestamp_and_body() -> None:
+    job = {"id": "ExtractionQueue:1234", "status": "succeeded"}
+    body = webhook_body(job, 1_700_000_000)
+    headers = webhook_headers("s3cret", job["id"], 1_700_000_000, body)
+    assert json.loads(body)["timestamp"] == 1_700_000_000
+    assert headers["webhook-id"] == job["id"]
+    assert headers["webhook-timestamp"] == "1700000000"
+    signed = b"ExtractionQueue:1234.1700000000." + body
+    digest = hmac.new(b"s3cret", signed, hashlib.sha256).digest()
+    assert headers["webhook-signature"] == "v1," + base64.b64encode(digest).decode()
+    legacy = hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
+    assert headers["X-Signature"] == f"sha256={legacy}"
+    later = webhook_headers("s3cret", job["id"], 1_700_000_009, webhook_body(job, 1_700_000_009))
+    assert later["webhook-id"] == headers["webhook-id"]  # a retry: the same id
+    assert later["webhook-signature"] != headers["webhook-signature"]

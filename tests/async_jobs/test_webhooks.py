@@ -4,6 +4,7 @@ signed job JSON within 2 s of the job's end, retried with backoff on 5xx, given 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -149,12 +150,35 @@ def test_the_readme_verification_example_accepts_a_real_call(
     exec(example.group(1), namespace)
     verify = namespace["verify"]
     assert callable(verify)
-    headers = {"X-Signature": call.headers["x-signature"]}
+    headers = {name.title(): value for name, value in call.headers.items()}
     assert verify(body, headers, WEBHOOK_SECRET)["id"] == job["id"]
     with pytest.raises(ValueError):
         verify(body + b" ", headers, WEBHOOK_SECRET)
     with pytest.raises(ValueError):
         verify(body, headers, "another secret")
+    # It checks both signatures: either one wrong is refused.
+    for name in ("Webhook-Signature", "X-Signature"):
+        with pytest.raises(ValueError):
+            verify(body, {**headers, name: "v1,AAAA"}, WEBHOOK_SECRET)
+    with pytest.raises(ValueError):  # another delivery's id: its signature does not fit
+        verify(body, {**headers, "Webhook-Id": "another"}, WEBHOOK_SECRET)
+
+
+def test_every_attempt_carries_the_delivery_s_id_and_standard_signature(
+    client: httpx.Client, receiver: Receiver, png: bytes
+) -> None:
+    receiver.statuses[:] = [503]
+    job = submit(client, png, "ids.png", params={"callback_url": receiver.url}).json()
+    wait_for(client, job["id"], lambda j: j["webhook"]["status"] == "delivered")
+    calls = [c for c in receiver.calls if c.json()["id"] == job["id"]]
+    assert len(calls) == 2
+    assert [c.headers["webhook-id"] for c in calls] == [job["id"], job["id"]]  # a retry: same id
+    for call in calls:
+        stamp = call.headers["webhook-timestamp"]
+        assert int(stamp) == call.json()["timestamp"]
+        signed = f"{job['id']}.{stamp}.".encode() + call.body
+        digest = hmac.new(WEBHOOK_SECRET.encode(), signed, hashlib.sha256).digest()
+        assert call.headers["webhook-signature"] == "v1," + base64.b64encode(digest).decode()
 
 
 def test_a_receiver_slower_than_the_timeout_is_tried_again(tmp_path: Path, png: bytes) -> None:
