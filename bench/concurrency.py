@@ -14,15 +14,15 @@ four, one (ABBA), every client posting the same upload; a round's figure is the 
 clients' requests per second over the one client's, each over its two phases. A phase's rate
 is its steady one (``LoadResult.steady_per_second``): from every client's first reply until the
 clients stop, a request counted by the share of its latency inside that window. Counted from
-the phase's start, the first requests' waits in the queue would count as work (session 22, 10
-OCR phases of 4 clients: +2.5% to +5%); counted to the last reply, the drain after the clients
+the phase's start, the first requests' waits in the queue would count as work (10 OCR
+phases of 4 clients: +2.5% to +5%); counted to the last reply, the drain after the clients
 stop, when one worker may hold two queued requests and the other none, read a phase from 0.6%
 higher to 6% lower (median 0.9% lower). The bare engines' phases are counted alike, the run
 under way at the end by its share (a bare engine has no queue, so it has no ramp).
 
-The host these runs share moves by 10% and more within a minute (session 20's `make bench` had
-a round of one phase each read 2.18x, above the 2x two cores allow; in session 22 two 1-client
-phases of one round read 1.22 and 1.00 requests/s): ABBA cancels a steady drift within the
+The host these runs share moves by 10% and more within a minute (one `make bench` had a round
+of one phase each read 2.18x, above the 2x two cores allow; in another, two 1-client phases of
+one round read 1.22 and 1.00 requests/s): ABBA cancels a steady drift within the
 round, which one phase of each, one after the other, put all on one side. It does not cancel
 the phase-to-phase scatter: there a round's ratio read up to 9% under the median of five
 (1.75 against 1.93x), the bare CLI's up to 7%.

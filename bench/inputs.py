@@ -100,7 +100,7 @@ def drawn_pages(pdf: Path, folder: Path) -> tuple[Path, ...]:
     Tesseract reads. Not the pages the PDF was made from: Pillow stores them as JPEGs, and
     the CLI took 16.58 s for the ten pages drawn against 15.24 s for the original PNGs
     (alternating, medians of 3), a difference of input that the baseline counted as the
-    server's overhead until session 30.
+    server's overhead before.
     """
     from extractor.config import Settings
     from extractor.media.pdf import PdfPages

@@ -56,34 +56,32 @@ GAP_SECONDS = 1.5
 HISTORY_WORDS = 120  # the earlier turns' words in the prompt of the "history" method
 METHODS = {
     "short-window": ("--realtime-min-window-seconds", "10"),
-    # The short window with each turn heard alone, not after the previous turn's end (the
-    # default before session 25: EXTRACTOR_REALTIME_CONTEXT_SECONDS=0; not run unless named
-    # in --methods since session 31, which measures history in its place).
+    # The short window with each turn heard alone, not after the previous turn's end
+    # (EXTRACTOR_REALTIME_CONTEXT_SECONDS=0; not run unless named in --methods).
     "turn-alone": ("--realtime-min-window-seconds", "10", "--realtime-context-seconds", "0"),
     "full-window": ("--realtime-min-window-seconds", "30"),
-    # The short window with beam 3 for the partial decodes (session 34; not run unless named
-    # in --methods).
+    # The short window with beam 3 for the partial decodes (not run unless named in --methods).
     "partial-beam-3": ("--realtime-min-window-seconds", "10", "--realtime-partial-beam-size", "3"),
     # The short window with the last words of the earlier turns in each decode's prompt
-    # (session 31, measured, not adopted: EXTRACTOR_REALTIME_HISTORY_WORDS=120).
+    # (measured, not adopted: EXTRACTOR_REALTIME_HISTORY_WORDS=120).
     "history": (
         "--realtime-min-window-seconds", "10", "--realtime-history-words", str(HISTORY_WORDS),
     ),
-    # The short window growing with a long turn until a pause past 20 s, the default before
-    # session 27 (EXTRACTOR_REALTIME_SLIDE_SECONDS=0; not run unless named in --methods).
+    # The short window growing with a long turn until a pause past 20 s
+    # (EXTRACTOR_REALTIME_SLIDE_SECONDS=0; not run unless named in --methods).
     "no-slide": ("--realtime-min-window-seconds", "10", "--realtime-slide-seconds", "0"),
-    # Between the two (session 15, measured, not adopted; not run unless named in --methods):
+    # Between the two (measured, not adopted; not run unless named in --methods):
     # LibriVox over 12 stream placements in-process 4.34% against the short window's 5.75%,
     # for 1.3-1.6x the CPU and a later end of turn (bench/realtime.md).
     "window-15": ("--realtime-min-window-seconds", "15"),
     # The short window with LocalAgreement-3 and no patience (always three agreeing decodes),
-    # the default before session 7: a word heard differently held every word after it back
-    # (in the table of sessions 7-24; not run unless named in --methods).
+    # where a word heard differently holds every word after it back (not run unless named in
+    # --methods).
     "strict": (
         "--realtime-min-window-seconds", "10", "--realtime-agreement-patience", "0",
     ),
-    # The short window with LocalAgreement-2 and a 0.3 s word-end margin (bench/realtime.md,
-    # session 6): better in-process on the tuning set, slower over a WebSocket on a loaded machine.
+    # The short window with LocalAgreement-2 and a 0.3 s word-end margin (bench/realtime.md):
+    # better in-process on the tuning set, slower over a WebSocket on a loaded machine.
     "margin": (
         "--realtime-min-window-seconds", "10",
         "--realtime-agreement", "2", "--realtime-word-margin-seconds", "0.3",

@@ -24,8 +24,8 @@ Sets (real speech is scarce on the package index; every recording here is labell
 ``python -m bench.realtime_eval --set tuning`` (or ``held-out``) prints the figures;
 ``--beam`` and the other flags try a policy without editing code. ``--talks 4 5 ...`` runs
 other talks of the set's pool (the same seeds give the same talks): the default four tuning
-talks are a draw on which the stream is as accurate as the whole file (24.58% against 24.17%,
-session 38), while tuning talks 4-15 show the gap held-out talks do (bench/realtime.md).
+talks are a draw on which the stream is as accurate as the whole file (24.58% against 24.17%),
+while tuning talks 4-15 show the gap held-out talks do (bench/realtime.md).
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def _led(recording: Recording, seconds: float) -> Recording:
 def to_pcm24(audio: np.ndarray, resample: str = "swr") -> bytes:
     """``audio`` (16 kHz) as a client sends it: PCM16 at 24 kHz by libswresample, as
     ``extractor listen`` and bench/realtime.py resample (``resample="linear"``: the linear
-    interpolation this bench used until session 14, a duller signal on which tiny.en's close
+    interpolation this bench once used, a duller signal on which tiny.en's close
     calls fell otherwise; bench/realtime.md)."""
     if resample == "linear":
         up = np.interp(np.arange(0, len(audio), 2 / 3), np.arange(len(audio)), audio)
@@ -325,7 +325,7 @@ def main() -> None:
         type=int,
         default=1,
         help="CTranslate2 threads per decode (the server's default, EXTRACTOR_REALTIME_THREADS, is"
-        " 1; 2 ran a decode 2.2x slower than 1 on an Intel Xeon host, session 27)",
+        " 1; 2 ran a decode 2.2x slower than 1 on a 2-core host)",
     )
     parser.add_argument("--margin", type=float, default=None)
     parser.add_argument("--margin-newest", action="store_true")

@@ -1,4 +1,4 @@
-"""What a forced word costs a live decode (bench/realtime.md, session 36): one espeak-ng window
+"""What a forced word costs a live decode (bench/realtime.md): one espeak-ng window
 decoded by the live decoder (``WindowDecoder``, one thread, beam 5) with none, some or all of
 its words forced as the prefix, beside a greedy decode and the encoder alone (medians of 7)::
 

@@ -11,7 +11,7 @@ recording around it (``--side``: before, after or both; the words Whisper ends o
 turn are dropped). With nothing around, its WER is the stream's turns decoded offline by the
 whole-file machinery, each as a whole; with audio around, what hearing the turns before and
 after adds (a live stream has the audio before a turn, not what comes after it until it is
-said). bench/realtime.md, session 39, has the figures.
+said). bench/realtime.md has the figures.
 
 ``python -m bench.realtime_turns --set tuning --talks 4 5 6 7 8 9 10 11 12 13 14 15
 --around 0 10`` (the sets are bench.realtime_eval's).

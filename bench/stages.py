@@ -26,7 +26,7 @@ flattered the server. Rounds: 15 per clip and side: with 7, the 6 s clip's ratio
 0.75x in one ``make bench`` run (03635f6) and 1.05x in a later one (4418176; in between,
 only 5c01540's heap advice touches a transcription, within noise when alternated against its
 parent); two 15-round runs half an hour after the second gave 0.99x and 0.94x
-(bench/memory.md, "Session 15").
+(bench/memory.md).
 
 Standalone: ``python -m bench.stages [--rounds 15] [--clips DIR]`` prints the table.
 """

@@ -33,7 +33,7 @@ def test_the_readmes_links_reach_files_of_the_repository() -> None:
 HELP_TEXT_NAMES_A_SESSION = pytest.mark.xfail(
     strict=True, reason="EXTRACTOR_REALTIME_PARTIAL_BEAM_SIZE's help text names a session"
 )
-WRITTEN = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+WRITTEN = [README, *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "bench").glob("*.md"))]
 
 
 @pytest.mark.parametrize(
@@ -46,7 +46,12 @@ WRITTEN = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 )
 def test_no_session_numbers(path: Path) -> None:
     """The files say what is true now; which working session found it is git history."""
-    assert not re.search(r"\bsessions? \d", path.read_text(), re.IGNORECASE)
+    assert not re.search(r"(?<![\w-])sessions? \d", path.read_text(), re.IGNORECASE)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "bench").glob("*.md")), ids=lambda path: path.name)
+def test_a_benchmark_file_is_a_current_table_not_a_log(path: Path) -> None:
+    assert len(path.read_text().splitlines()) <= 300
 
 
 def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:
