@@ -1,6 +1,8 @@
 # Two commands do everything on a fresh machine: `make run` and `make test`.
 # Debian packages are installed with apt only where missing; the venv is (re)built only when
-# pyproject.toml changed. torch is pinned first: an unpinned torch (as openai-whisper asks for)
+# pyproject.toml changed. `make run` installs what serving needs (the package and its runtime
+# dependencies; torch and openai-whisper only with EXTRACTOR_ASR_ENGINE=openai-whisper), `make
+# test` everything: both engines, the speakers extra and the test tools. torch is pinned first: an unpinned torch (as openai-whisper asks for)
 # would pull a several-GB CUDA build. openai-whisper comes without its dependencies (the `openai`
 # extra lists what it needs on CPU): its metadata pulls triton, 1 GB of GPU kernels, on x86_64.
 
@@ -10,6 +12,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
+SERVE_STAMP := $(VENV)/.installed-serve
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 RUNTIME_DEBS := tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd
@@ -21,7 +24,7 @@ DEV_DEBS := espeak-ng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-ita font
         clean settings-table docs image image-test \
         apt-image
 
-install: apt-runtime $(STAMP)
+install: apt-runtime $(SERVE_STAMP)
 
 install-dev: apt-dev $(STAMP)
 
@@ -39,10 +42,42 @@ $(STAMP): pyproject.toml requirements/openai-whisper.txt
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements/openai-whisper.txt
 	@# A venv built before openai-whisper came without its dependencies still holds triton.
 	$(BIN)/python -m pip uninstall --quiet --yes triton 2>/dev/null || true
-	@touch $(STAMP)
+	@# Everything serving needs is in it too.
+	@touch $(STAMP) $(SERVE_STAMP)
 
+# What serving needs, pip's progress shown: a fresh clone's first `make run` downloads for a
+# few minutes. A venv that make test has filled already has all of it (pip checks and moves on).
+$(SERVE_STAMP): pyproject.toml requirements/openai-whisper.txt
+	@echo "==> Python packages for serving, into $(VENV)"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+ifeq ($(EXTRACTOR_ASR_ENGINE),openai-whisper)
+	$(BIN)/python -m pip install --progress-bar on $(TORCH)
+	$(BIN)/python -m pip install --progress-bar on -e '.[openai]' $(TORCH)
+	$(BIN)/python -m pip install --progress-bar on --no-deps -r requirements/openai-whisper.txt
+else
+	$(BIN)/python -m pip install --progress-bar on -e .
+endif
+	@touch $@
+
+# Serves in the foreground until Ctrl-C; once the server answers /readyz, says where the
+# try-it page and the command line are (the address from EXTRACTOR_BIND, as `extractor serve`
+# reads it; a wildcard address is reached on loopback).
 run: install
-	$(BIN)/extractor serve
+	@bind=$${EXTRACTOR_BIND:-127.0.0.1:8000}; host=$${bind%:*}; port=$${bind##*:}; \
+	case "$$host" in 0.0.0.0|""|"[::]"|"::") host=127.0.0.1;; esac; url="http://$$host:$$port"; \
+	$(BIN)/extractor serve & server=$$!; \
+	trap 'kill -TERM $$server 2>/dev/null; wait $$server; exit 0' INT TERM; \
+	until $(BIN)/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+	      "$$url/readyz" 2>/dev/null; do \
+	  kill -0 $$server 2>/dev/null || { wait $$server; exit $$?; }; sleep 1; \
+	done; \
+	printf '\n'; printf '%s\n' "Ready on $$url" \
+	  "  try it in a browser:  $$url/" \
+	  "  the command line:     .venv/bin/extractor --help  (or: source .venv/bin/activate)" \
+	  "  the examples:         README.md, with the files in examples/" \
+	  "Ctrl-C stops it."; \
+	wait $$server
 
 lint:
 	$(BIN)/ruff check extractor tests bench image
@@ -58,7 +93,7 @@ typecheck:
 # accuracy gate, the reply-time limits), which other workers' load would skew, and the `torch`
 # ones, which load torch into the test process and so run after everything else there.
 # Both passes always run; the target fails if either does (exit 5, nothing selected, is fine).
-# Before the split one serial pass took 21 min 54 s (clean clone, 2 cores); README "Development".
+# Before the split one serial pass took 21 min 54 s (clean clone, 2 cores); docs/development.md.
 TEST_WORKERS ?= 3
 PARALLEL_MARKERS := not serial and not torch
 test: install-dev lint typecheck docs
