@@ -76,7 +76,7 @@ COPY schemas ./schemas
 # and no process should compile at start (torch ships a few py312_* files 3.11 cannot parse,
 # for its own tests). The imports prove nothing above broke a library. The int8 copy of the speech
 # model is not written here (~40 MB past the image's 700 MB budget): workers write it into
-# EXTRACTOR_CACHE_DIR on first start when that is writable (README "Container image").
+# EXTRACTOR_CACHE_DIR on first start when that is writable (docs/deployment/image.md).
 RUN /opt/extractor/bin/pip install --no-deps . \
  && ! /opt/extractor/bin/pip check \
         | grep -v -e '^No broken requirements' -e ' requires triton,' -e ' requires hf-xet,' \

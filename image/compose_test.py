@@ -185,7 +185,7 @@ def main(image: str) -> None:
         wait_http(labeling + "/healthz", UP_SECONDS)
         up_after = time.monotonic() - started
 
-        # One request through the extractor's published port, as the README's curl does.
+        # One request through the extractor's published port, as the docs' curl does.
         page = samples.encode_image(samples.text_page(PAGE).image, "PNG")
         body, content_type = multipart({}, {"upload": ("page.png", page)})
         text = post(extractor + "/extract", body, content_type, {"Accept": "text/plain"})
