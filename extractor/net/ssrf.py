@@ -25,6 +25,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -94,6 +95,27 @@ def parse_ip(text: str) -> IPAddress | None:
         return ipaddress.ip_address(text.strip().removeprefix("[").removesuffix("]"))
     except ValueError:
         return None
+
+
+def host_syntax_problem(host: str) -> str | None:
+    """What is wrong with a URL's host as written (its ASCII form: punycode for international
+    names), or None for an IP address or a well-formed host name.
+
+    The URL parser takes nearly anything; the resolver then guesses. A host that is neither an
+    address nor a name (``a%20b``, ``-x-``, ``a..b``) is refused, and so is an IPv4 address in a
+    form only ``inet_aton`` reads (``127.1``, ``0x7f.1``, ``2130706433``), which a reader of the
+    URL would not recognise as the address it reaches.
+    """
+    if parse_ip(host) is not None:
+        return None
+    name = normalise_host(host)
+    if not name.isascii() or not _HOSTNAME.fullmatch(name):
+        return "not a host name (letters, digits, '-' and '_' in dot-separated labels)"
+    try:
+        socket.inet_aton(name)
+    except OSError:
+        return None
+    return "an IPv4 address in a non-standard form; write it as four decimal numbers"
 
 
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[str, ipaddress.IPv4Address] | None:
@@ -283,6 +305,11 @@ class OutboundPolicy:
         if parsed.userinfo:
             # A secret in a URL ends up in logs and replies; the API's secret field is the place.
             raise OutboundRefused(f"refusing a URL with user:password for host {host}")
+        if parsed.port is not None and not 0 < parsed.port < 65536:
+            raise OutboundRefused(f"refusing port {parsed.port} for host {host}: ports are 1-65535")
+        problem = host_syntax_problem(parsed.raw_host.decode("ascii", "replace"))
+        if problem is not None:
+            raise OutboundRefused(f"refusing host {host[:100]!r}: {problem}")
         self.check_host(host, parsed.scheme, origin_port(parsed))
         return parsed
 
