@@ -28,6 +28,7 @@ from extractor.async_jobs.work import ExtractionWork
 from extractor.config import Settings
 from extractor.errors import ExtractorError
 from extractor.jobs import JobFailure, JobInterrupted, JobRun, JobStatus, StorageError
+from extractor.web.error_replies import path_roots, without_paths
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,9 @@ class ExtractionHandler:
             if cancelled.is_set():  # stopped because it was cancelled, not failed
                 raise JobInterrupted(f"job {job_id} cancelled") from error
             ended = True
-            raise JobFailure(error.message, code=error.code, status=error.status) from error
+            # Stored as the synchronous reply would show it: without the server's paths.
+            message = without_paths(error.message, path_roots(self.settings))
+            raise JobFailure(message, code=error.code, status=error.status) from error
         except JobFailure:
             ended = True
             raise
