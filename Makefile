@@ -80,8 +80,8 @@ run: install
 	wait $$server
 
 lint:
-	$(BIN)/ruff check extractor tests bench image
-	$(BIN)/ruff format --check extractor tests bench image
+	$(BIN)/ruff check extractor tests bench image docs/_hooks examples
+	$(BIN)/ruff format --check extractor tests bench image docs/_hooks examples
 
 typecheck:
 	$(BIN)/mypy extractor
