@@ -29,7 +29,7 @@ def test_the_live_transcription_bench_writes_a_row(tmp_path: Path) -> None:
     real time) on one method; its figures are make bench's business, not this test's. The
     table is written anew over the old one, the findings written below it by hand are kept."""
     out = tmp_path / "realtime.md"
-    findings = "## Session 1: by hand\n\nA finding.\n"
+    findings = "## Findings written by hand\n\nA finding.\n"
     out.write_text(f"# Old title\n\n| librivox | old | row |\n\n{findings}")
     result = subprocess.run(
         [sys.executable, "-m", "bench.realtime", "--streams", "1", "--methods", "short-window",

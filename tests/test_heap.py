@@ -51,7 +51,7 @@ def is_mapped_apart(size: int) -> bool:
         # A block is mapped apart only once the heap has to grow: enough blocks to use up all
         # the free space the earlier tests left in every arena (mallinfo2's, the top included),
         # then one. Never touched: address space only. 256 blocks, enough for ~1 GB of it, were
-        # too few once in CI (session 15, 2 MB blocks after 4 MB ones had been mapped).
+        # too few once in CI (2 MB blocks after 4 MB ones had been mapped).
         for _ in range(libc.mallinfo2().fordblks // size + 2):
             block = libc.malloc(size)
             assert block, f"malloc({size}) failed"
@@ -67,8 +67,8 @@ def is_mapped_apart(size: int) -> bool:
 
 def heap_state() -> str:
     """What a failure here needs to be understood: the heap's size and free space, the
-    blocks mapped apart, the address-space limit (two clean-clone runs in session 11 failed
-    the 4 MB check below, cause not found)."""
+    blocks mapped apart, the address-space limit (two clean-clone runs once failed the 4 MB
+    check below, cause not found)."""
     assert libc is not None
     libc.mallinfo2.restype = MallInfo2
     info = libc.mallinfo2()
