@@ -137,7 +137,8 @@ class WebhookSender:
         self.timeout = timeout
         self.max_reply_bytes = max_reply_bytes
         self._timeout = httpx.Timeout(timeout)
-        self._backend = GuardedBackend(policy, resolver)
+        # A DNS thread per connection: a callback host whose lookups hang delays no other.
+        self._backend = GuardedBackend(policy, resolver, dns_threads=connections)
         transport = GuardedTransport(self._backend, httpx.create_ssl_context(), connections)
         self._client = httpx.Client(transport=transport, follow_redirects=False)
         self.policy = policy

@@ -83,13 +83,15 @@ class DeadlineStream(httpcore.NetworkStream):
 class GuardedBackend(httpcore.NetworkBackend):
     """Resolves, checks and connects in one step, so sockets only go to addresses that passed."""
 
-    def __init__(self, policy: OutboundPolicy, resolver: Resolver) -> None:
+    def __init__(self, policy: OutboundPolicy, resolver: Resolver, dns_threads: int = 4) -> None:
         self._policy = policy
         self._resolver = resolver
         self._inner = httpcore.SyncBackend()
         # getaddrinfo has no timeout of its own; running it here lets connect_timeout bound it.
+        # A lookup that hangs (a client's own slow name server) holds its thread past the
+        # call's timeout: callers that must not queue behind one give a thread per call.
         self._dns = concurrent.futures.ThreadPoolExecutor(
-            max_workers=4, thread_name_prefix="outbound-dns"
+            max_workers=dns_threads, thread_name_prefix="outbound-dns"
         )
 
     def connect_tcp(
