@@ -43,6 +43,9 @@ class TranscribeOptions:
     language: str | None = None  # ISO 639-1; None: let the model detect it
     beam_size: int = 5  # 1 is greedy decoding
     vad: bool = True  # drop silence and noise before decoding
+    # The audio is speech the server's VAD already found (vad then off): like ``vad``, no window
+    # of it is skipped as silence; one the decoder doubts is kept and marked (asr/fallback.py).
+    speech_only: bool = False
     word_timestamps: bool = False  # also time every word
     prompt: str | None = None  # text that conditions the first window (spelling, names, style)
     temperature: float | None = None  # None or 0: greedy/beam with Whisper's fallback schedule

@@ -1,37 +1,69 @@
-"""Whisper's temperature fallback, kept for loops and no longer set off by speech that repeats.
+"""Whisper's temperature fallback replaced by a deterministic one that never drops speech.
 
 faster-whisper decodes each 30 s window with beam search, then judges the text: if it compresses
 too well (zlib ratio over 2.4: "too repetitive") or its tokens are improbable (average log
-probability under -1), it decodes again by sampling at rising temperatures. The ratio is meant to
-catch the decoder looping ("Thank you. Thank you. Thank you."), but speech that itself repeats
-trips it too: a talk saying one sentence three times among others compresses at 2.50 in its first
-window. The samples then either copy that text (still over 2.4) or garble it, and which one wins
-is chance. Over 20 runs of that 40 s talk (bench/realtime.py's espeak-ng talk), the server and
-bare faster-whisper alike read it at 10-37% WER most times and at 82% one time in four: every
-sample failed a check, the least improbable (-1.05) was kept, and with its probability under -1
-faster-whisper took the window for silence and dropped 27 s of speech.
+probability under -1), it decodes again by sampling at rising temperatures and keeps the first
+text that passes, or else the most probable one. For a service that two things rule out:
 
-A loop says a stretch again right after itself; speech that repeats a sentence a while later
-does not. So a beam-search text that fails only the ratio, with a probable average, is kept as it
-is unless some stretch of it follows a copy of itself (:func:`loops`) or it ran to the decoder's
-length limit. The next window then starts afresh, without that text in its prompt, as
-faster-whisper does after a window it had to sample: read on from the talk's first window, the
-second looped (68% WER). Every other window falls back exactly as before. bench/repeats.md
-measures it on recordings the rule was not written on.
+- **Sampling is chance.** CTranslate2's sampler cannot be seeded per request (its generator is
+  a ``thread_local`` of its worker threads, seeded once when the thread first samples), so the
+  same upload came back with other words on the next request, on a job, after a restart.
+- **Chance lost speech.** When every sample failed, the text kept was often improbable, and
+  with Whisper's no-speech probability over 0.6 faster-whisper then took the whole window for
+  silence: a talk that says each sentence twice lost 28 s that bare faster-whisper, by luck of
+  its own samples, kept that time (bench/repeats.md).
+
+A window whose beam-search text fails goes down a fixed ladder instead, every step a beam search:
+
+1. The text is kept as it is when it fails the ratio only, is probable, does not loop (no
+   stretch said right after a copy of itself, :func:`loops`) and did not run to the decoder's
+   length limit: speech that repeats a sentence a while later compresses well too.
+2. Otherwise the window is decoded again without the text before it in the prompt. A loop is
+   most often the previous window's text read on (Whisper's own sampling fallback drops it as
+   well); a decode that passes is kept.
+3. Otherwise the better of the two decodes by faster-whisper's own rule (those under the ratio
+   first, then the most probable) is kept and **marked**, not deleted.
+
+The next window then starts afresh, without a repetitive or re-decoded text in its prompt, as
+faster-whisper does after a window it had to sample.
+
+When the audio given is known to be speech (the VAD found it), the engine has faster-whisper skip
+no window as silence (``no_speech_threshold=None``), and bare faster-whisper's verdict is kept as
+a mark instead. The mark of each window is the segment's
+``suspect`` (:data:`MARKS`), which the JSON reply and ``verbose_json`` show, so a client can
+review or drop what the decoder doubted; the text is never silently thinner than bare's.
+
+A temperature asked for explicitly (``temperature`` > 0) is sampled, as OpenAI's API does: that
+request asked for chance.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 # A stretch said this many times back to back is a loop (bench/repeats.py: a talk's beam text
 # said two sentences twice over that were said once; with 3 that went through as speech).
 LOOP_REPEATS = 2
+# faster-whisper's own default: over this no-speech probability (with an improbable text) it
+# takes a window for silence. Used to mark a window it would have skipped.
+NO_SPEECH_THRESHOLD = 0.6
+
+# What the decoder doubted about a window it kept, in the order one mark wins over another:
+MARKS = {
+    "no_speech": "bare faster-whisper would have taken the window for silence and dropped it",
+    "loop": "every decode repeats a stretch right after itself or compresses over the ratio",
+    "improbable": "every decode's average log probability is under the threshold",
+}
 
 # One decode as faster-whisper passes it on: (result, avg_logprob, temperature, compression ratio)
 Decode = tuple[Any, float, float, float]
+
+# The mark of the window this thread decoded last, read by the engine as that window's segments
+# come out of faster-whisper (they do before the next window is decoded).
+_window = threading.local()
 
 
 def install(model: Any) -> None:
@@ -41,14 +73,13 @@ def install(model: Any) -> None:
     def generate_with_fallback(
         encoder_output: Any, prompt: list[int], tokenizer: Any, options: Any
     ) -> Decode:
-        ratio_limit = options.compression_ratio_threshold
         _read_on(options)
+        _window.mark = None
         temperatures = list(options.temperatures)
-        if ratio_limit is None or len(temperatures) < 2 or temperatures[0] > 0:
+        if options.compression_ratio_threshold is None or temperatures[0] > 0:
             return original(encoder_output, prompt, tokenizer, options)
-        beam = original(
-            encoder_output, prompt, tokenizer, dataclasses.replace(options, temperatures=[0.0])
-        )
+        beam_only = dataclasses.replace(options, temperatures=[0.0])
+        beam = original(encoder_output, prompt, tokenizer, beam_only)
         if not _fails(beam, options):
             return beam
         tokens = beam[0].sequences_ids[0]
@@ -59,15 +90,25 @@ def install(model: Any) -> None:
         ):
             _start_afresh(options)
             return beam
-        sampled = original(
-            encoder_output,
-            prompt,
-            tokenizer,
-            dataclasses.replace(options, temperatures=temperatures[1:]),
-        )
-        return sampled if not _fails(sampled, options) else _least_bad(beam, sampled, ratio_limit)
+        tried = [beam]
+        if prompt and prompt[0] == tokenizer.sot_prev:  # the text before the window is in it
+            afresh = original(
+                encoder_output, prompt[prompt.index(tokenizer.sot) :], tokenizer, beam_only
+            )
+            tried.append(afresh)
+            if not _fails(afresh, options):
+                _start_afresh(options)
+                return afresh
+        _start_afresh(options)
+        least_bad = _least_bad(tried, options.compression_ratio_threshold)
+        return _doubted(least_bad, options, tokenizer.eot)
 
     model.generate_with_fallback = generate_with_fallback
+
+
+def mark() -> str | None:
+    """The mark (a key of :data:`MARKS`) of the window decoded last in this thread, if any."""
+    return getattr(_window, "mark", None)
 
 
 def loops(tokens: Sequence[int], end_of_text: int) -> bool:
@@ -82,6 +123,18 @@ def loops(tokens: Sequence[int], end_of_text: int) -> bool:
             if run >= needed:
                 return True
     return False
+
+
+def _doubted(decode: Decode, options: Any, end_of_text: int) -> Decode:
+    """``decode``, kept though it failed every check, its window's mark noted."""
+    result, _logprob, _temperature, ratio = decode
+    if not _probable(decode, options) and result.no_speech_prob > NO_SPEECH_THRESHOLD:
+        _window.mark = "no_speech"  # skipped by faster-whisper unless the audio is speech
+    elif ratio > options.compression_ratio_threshold or loops(result.sequences_ids[0], end_of_text):
+        _window.mark = "loop"
+    else:
+        _window.mark = "improbable"
+    return decode
 
 
 def _start_afresh(options: Any) -> None:
@@ -114,9 +167,8 @@ def _fails(decode: Decode, options: Any) -> bool:
     return fails and not silent
 
 
-def _least_bad(beam: Decode, sampled: Decode, ratio_limit: float) -> Decode:
-    """What faster-whisper keeps when every temperature failed, the beam decode among them: the
-    most probable of those under the ratio (of all, if none is), at the last temperature."""
-    under = [decode for decode in (beam, sampled) if decode[3] <= ratio_limit] or [beam, sampled]
-    best = max(under, key=lambda decode: decode[1])
-    return (best[0], best[1], sampled[2], best[3])
+def _least_bad(tried: list[Decode], ratio_limit: float) -> Decode:
+    """What faster-whisper keeps when every decode failed: the most probable of those under the
+    ratio (of all, if none is); the first of equals."""
+    under = [decode for decode in tried if decode[3] <= ratio_limit] or tried
+    return max(under, key=lambda decode: decode[1])

@@ -149,6 +149,11 @@ class FasterWhisperEngine:
                 vad_filter=options.vad,
                 word_timestamps=options.word_timestamps,
                 initial_prompt=options.prompt,
+                # Audio the VAD found to be speech loses no window to Whisper's no-speech
+                # guess; a window it doubts is kept and marked instead (fallback.py).
+                no_speech_threshold=(
+                    None if options.vad or options.speech_only else fallback.NO_SPEECH_THRESHOLD
+                ),
                 **_temperature(options.temperature),
             )
             out = []
@@ -167,6 +172,8 @@ class FasterWhisperEngine:
                     "compression_ratio": segment.compression_ratio,
                     "no_speech_prob": segment.no_speech_prob,
                 }
+                if (suspect := fallback.mark()) is not None:
+                    detail["suspect"] = suspect
                 out.append(
                     TranscriptSegment(segment.start, segment.end, segment.text, words, detail)
                 )

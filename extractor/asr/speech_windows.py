@@ -96,7 +96,7 @@ def transcribe_spans(
 
     segments: list[TranscriptSegment] = []
     language = options.language
-    plain = replace(options, vad=False)  # the silence is already gone
+    plain = replace(options, vad=False, speech_only=True)  # the silence is already gone
     for batch in speech_batches(spans, longest):
         if options.cancel is not None and options.cancel.is_set():
             raise EngineTimeout("transcription took longer than the request timeout")

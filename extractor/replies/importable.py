@@ -140,6 +140,8 @@ def _cell(number: int, line: Line, page: Page | None = None) -> dict[str, Any]:
     if line.word_timings:
         timings = [{"word": w.text, "startMs": w.start_ms, "endMs": w.end_ms} for w in line.words]
         metadata.append({"key": "wordTimestamps", "value": json.dumps(timings)})
+    if line.detail and line.detail.get("suspect"):  # audio: kept, but the decoder doubted it
+        metadata.append({"key": "suspect", "value": str(line.detail["suspect"])})
     return {
         "content": line.content,
         "index": 0,

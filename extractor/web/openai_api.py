@@ -110,6 +110,8 @@ def _segment(number: int, line: Any) -> dict[str, Any]:
         "avg_logprob": detail.get("avg_logprob"),
         "compression_ratio": detail.get("compression_ratio"),
         "no_speech_prob": detail.get("no_speech_prob"),
+        # kept though the decoder doubted it (asr/fallback.py's MARKS); OpenAI has no such field
+        **({"suspect": detail["suspect"]} if detail.get("suspect") else {}),
     }
 
 

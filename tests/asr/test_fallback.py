@@ -3,6 +3,8 @@ on the real model and tokenizer."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -71,55 +73,127 @@ def test_speech_that_repeats_is_read_whole_and_the_same_every_time(
 
 
 class Decodes:
-    """The engine's CTranslate2 model, the temperature of each ``generate`` call noted."""
+    """The engine's CTranslate2 model, each ``generate`` call's prompt and temperature noted."""
 
     def __init__(self, model: Any) -> None:
-        self.model, self.temperatures, self.texts = model, [], []
+        self.model, self.temperatures, self.prompts, self.texts = model, [], [], []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
 
-    def generate(self, *args: Any, **kwargs: Any) -> Any:
+    def generate(self, features: Any, prompts: Any, *args: Any, **kwargs: Any) -> Any:
         self.temperatures.append(kwargs.get("sampling_temperature", 0.0))
-        results = self.model.generate(*args, **kwargs)
+        self.prompts.append(list(prompts[0]))
+        results = self.model.generate(features, prompts, *args, **kwargs)
         self.texts.extend(result.sequences_ids[0] for result in results)
         return results
 
 
 @requires_espeak
-def test_a_text_said_again_right_after_itself_still_falls_back_to_sampling(
+def test_a_text_said_again_right_after_itself_is_never_sampled(
     engine: FasterWhisperEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A beam-search text in which a stretch follows a copy of itself is sampled again, as
-    faster-whisper always did. The decoder's own loops depend on the CPU's arithmetic (the talk
-    above, read on without the fresh start, looped in its second window on an Intel host and
-    not on an AMD one), so the stretch is said back to back here: its beam text repeats on any
-    CPU, and the rule cannot tell it from a loop. What the samples say is chance (one run in
-    twenty garbles the sentence, "Netastake mamaz."), so the text is checked to be one the decoder
-    gave, not for its words."""
+    """The stretch is said back to back, so its beam text repeats on any CPU and the rule cannot
+    tell it from a loop: the window is decoded again by beam search, never sampled, and the same
+    upload reads the same every time. Which decode wins depends on the CPU, so the text is
+    checked to be one the decoder gave and its mark, if any, to be a known one."""
     decodes = Decodes(engine.whisper_model().model._model)
     monkeypatch.setattr(engine.whisper_model().model, "_model", decodes)
     audio, rate = samples.decode_wav(samples.speech("Let us take the bus. " * 4, "wav"))
     positions = np.arange(0, audio.shape[1], rate / 16_000)
     mono = np.interp(positions, np.arange(audio.shape[1]), audio[0]).astype(np.float32)
-    read = engine.transcribe(mono, TranscribeOptions(language="en"))
-    # its beam search: kept if not a loop; here it is one, so samples follow
-    assert decodes.temperatures[0] == 0
-    assert len(decodes.temperatures) > 1 and decodes.temperatures[1] > 0
-    assert read.segments[0].detail["temperature"] > 0
+    options = TranscribeOptions(language="en", prompt="Let us take the bus.")
+    read = engine.transcribe(mono, options)
+    assert decodes.temperatures == [0.0] * len(decodes.temperatures)  # nothing sampled
     eot = engine.whisper_model().hf_tokenizer.token_to_id("<|endoftext|>")
     kept = [token for s in read.segments for token in s.detail["tokens"] if token < eot]
     assert kept in [[token for token in text if token < eot] for text in decodes.texts]
+    assert all(s.detail.get("suspect") in (None, *fallback.MARKS) for s in read.segments)
+    again = engine.transcribe(mono, options)
+    assert [(s.text, s.start, s.end, s.detail) for s in again.segments] == [
+        (s.text, s.start, s.end, s.detail) for s in read.segments
+    ]
 
 
-def test_when_every_temperature_fails_the_choice_is_faster_whispers() -> None:
-    """faster-whisper keeps the most probable decode under the ratio (of all, if none is),
-    reported at the last temperature; the beam decode, now decoded apart, is among them."""
+@dataclass
+class Options:
+    """The fields of faster-whisper's ``TranscriptionOptions`` the fallback reads."""
+
+    temperatures: list[float] = field(default_factory=lambda: [0.0, 0.2, 0.4])
+    compression_ratio_threshold: float | None = 2.4
+    log_prob_threshold: float | None = -1.0
+    no_speech_threshold: float | None = None
+    prompt_reset_on_temperature: float = 0.5
+
+
+class Scripted:
+    """A ``WhisperModel`` whose decodes of one window are given in advance: which decode the
+    real model's text fails on is the CPU's to say, the order of the ladder is not."""
+
+    max_length = 448
+
+    def __init__(self, *decodes: tuple[float, float]) -> None:  # (avg_logprob, ratio) each
+        self.decodes = [
+            (SimpleNamespace(sequences_ids=[[1, 2, 3]], no_speech_prob=0.1), logprob, 0.0, ratio)
+            for logprob, ratio in decodes
+        ]
+        self.prompts: list[list[int]] = []
+        self.temperatures: list[list[float]] = []
+
+    def generate_with_fallback(self, _encoder: Any, prompt: list[int], _tok: Any, options: Any):
+        self.prompts.append(prompt)
+        self.temperatures.append(list(options.temperatures))
+        return self.decodes[len(self.prompts) - 1]
+
+
+TOKENIZER = SimpleNamespace(eot=50256, sot_prev=50360, sot=50257)
+PROMPT = [50360, 10, 11, 12, 50257, 50362]  # the text before the window, then the window's own
+
+
+@pytest.mark.parametrize(
+    ("decodes", "kept", "mark"),
+    [
+        (((-0.3, 1.6),), 0, None),  # passes: nothing more
+        (((-1.5, 1.6), (-0.4, 1.5)), 1, None),  # improbable; without the prompt it passes
+        (((-1.5, 1.6), (-1.2, 1.5)), 1, "improbable"),  # both improbable: the more probable
+        (((-1.5, 3.0), (-1.6, 2.9)), 0, "loop"),  # both over the ratio: the more probable
+    ],
+)
+def test_the_ladder_is_beam_then_beam_without_the_prompt_then_the_least_bad_marked(
+    decodes: tuple[tuple[float, float], ...], kept: int, mark: str | None
+) -> None:
+    model = Scripted(*decodes)
+    fallback.install(model)
+    options = Options()
+    chosen = model.generate_with_fallback(None, PROMPT, TOKENIZER, options)
+    assert chosen is model.decodes[kept]
+    assert fallback.mark() == mark
+    assert model.temperatures == [[0.0]] * len(decodes)  # beam search only, never sampled
+    assert model.prompts == [PROMPT, PROMPT[4:]][: len(decodes)]
+    # a window decoded again (or doubted) leaves the next window's prompt without its text
+    reset = options.prompt_reset_on_temperature < 0
+    assert reset == (len(decodes) > 1)
+
+
+@requires_espeak
+def test_a_window_every_decode_doubts_is_kept_and_marked(engine: FasterWhisperEngine) -> None:
+    """Without a prompt there is no second decode: a looping beam text is kept, marked."""
+    audio, rate = samples.decode_wav(samples.speech("Let us take the bus. " * 4, "wav"))
+    positions = np.arange(0, audio.shape[1], rate / 16_000)
+    mono = np.interp(positions, np.arange(audio.shape[1]), audio[0]).astype(np.float32)
+    read = engine.transcribe(mono, TranscribeOptions(language="en"))
+    assert read.segments, "the window was dropped"
+    assert {s.detail.get("suspect") for s in read.segments} == {"loop"}
+
+
+def test_when_every_decode_fails_the_choice_is_faster_whispers() -> None:
+    """faster-whisper keeps the most probable decode under the ratio (of all, if none is)."""
     beam_over = ("beam", -0.2, 0.0, 3.1)
     beam_under = ("beam", -1.2, 0.0, 1.5)
-    sampled_over = ("sampled", -0.5, 1.0, 2.9)
-    sampled_under = ("sampled", -1.4, 1.0, 1.4)
-    assert fallback._least_bad(beam_over, sampled_under, 2.4) == ("sampled", -1.4, 1.0, 1.4)
-    assert fallback._least_bad(beam_under, sampled_over, 2.4) == ("beam", -1.2, 1.0, 1.5)
-    assert fallback._least_bad(beam_under, sampled_under, 2.4) == ("beam", -1.2, 1.0, 1.5)
-    assert fallback._least_bad(beam_over, sampled_over, 2.4) == ("beam", -0.2, 1.0, 3.1)
+    afresh_over = ("afresh", -0.5, 0.0, 2.9)
+    afresh_under = ("afresh", -1.4, 0.0, 1.4)
+    assert fallback._least_bad([beam_over, afresh_under], 2.4) == afresh_under
+    assert fallback._least_bad([beam_under, afresh_over], 2.4) == beam_under
+    assert fallback._least_bad([beam_under, afresh_under], 2.4) == beam_under
+    assert fallback._least_bad([beam_over, afresh_over], 2.4) == beam_over
+    assert fallback._least_bad([beam_over], 2.4) == beam_over
