@@ -54,6 +54,14 @@ def test_a_benchmark_file_is_a_current_table_not_a_log(path: Path) -> None:
     assert len(path.read_text().splitlines()) <= 300
 
 
+@pytest.mark.parametrize(
+    "page", sorted((ROOT / "docs").rglob("*.md")), ids=lambda page: str(page.relative_to(ROOT))
+)
+def test_a_docs_page_has_one_title(page: Path) -> None:
+    outside_code = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.MULTILINE | re.DOTALL)
+    assert len(re.findall(r"^# ", outside_code, re.MULTILINE)) == 1
+
+
 def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs")
     build = subprocess.run(
