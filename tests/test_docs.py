@@ -62,6 +62,23 @@ def test_a_docs_page_has_one_title(page: Path) -> None:
     assert len(re.findall(r"^# ", outside_code, re.MULTILINE)) == 1
 
 
+def test_every_error_code_is_documented() -> None:
+    """Each class of extractor.errors and extractor.async_jobs.errors has its row."""
+    import inspect
+
+    from extractor import errors
+    from extractor.async_jobs import errors as job_errors
+
+    page = (ROOT / "docs" / "api" / "errors.md").read_text()
+    for module in (errors, job_errors):
+        for _, error in inspect.getmembers(module, inspect.isclass):
+            code, status = getattr(error, "code", None), getattr(error, "status", None)
+            if isinstance(code, str) and isinstance(status, int):
+                rows = [line for line in page.splitlines() if line.startswith("| ")]
+                row = next((line for line in rows if f"`{code}`" in line), "")
+                assert row.startswith(f"| {status} |"), f"{code} ({status}) is not in errors.md"
+
+
 def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs")
     build = subprocess.run(
