@@ -124,3 +124,14 @@ def test_openai_checkpoint_matches_faster_whisper_text(tmp_path: Any, speech_wav
         texts.append(words_of(reply.get_data(as_text=True)))
         app.extensions["extractor"].close()
     assert texts[0] == texts[1]
+
+
+def test_speech_that_sets_the_fallback_off_reads_the_same_twice(engine_client: Any) -> None:
+    """A sentence said back to back makes Whisper's beam text fail its checks (faster-whisper
+    decodes it again by beam search; openai-whisper samples, from a generator seeded per
+    transcription): the same upload gives the same bytes."""
+    wav = samples.speech("Let us take the bus. " * 4, "wav")
+    first, second = (post_file(engine_client, wav, "bus.wav") for _ in range(2))
+    assert first.status_code == second.status_code == 200
+    assert first.get_json()["cells"], "the speech was dropped"
+    assert first.data == second.data

@@ -4,6 +4,7 @@ bundled CTranslate2 weights. torch is imported only when this engine is selected
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,9 @@ class OpenAIWhisperEngine:
         self.cache_dir = cache_dir
         self.threads = threads
         self._model: Any = None
+        # Its temperature fallback samples from torch's one global generator: each
+        # transcription seeds it afresh and has it alone, so one upload reads one way.
+        self._sampling = threading.Lock()
 
     @property
     def loaded(self) -> bool:
@@ -82,17 +86,21 @@ class OpenAIWhisperEngine:
         decode: dict[str, Any] = {"beam_size": options.beam_size, "best_of": options.beam_size}
         if options.beam_size == 1:
             decode = {}
+        import torch
+
         try:
-            result = self._model.transcribe(
-                audio,
-                language=language,
-                fp16=False,
-                word_timestamps=options.word_timestamps,
-                verbose=None,
-                initial_prompt=options.prompt,
-                **decode,
-                **_temperature(options.temperature),
-            )
+            with self._sampling:
+                torch.manual_seed(SAMPLING_SEED)
+                result = self._model.transcribe(
+                    audio,
+                    language=language,
+                    fp16=False,
+                    word_timestamps=options.word_timestamps,
+                    verbose=None,
+                    initial_prompt=options.prompt,
+                    **decode,
+                    **_temperature(options.temperature),
+                )
         except (RuntimeError, ValueError) as exc:
             raise EngineFailure(f"openai-whisper failed: {exc}") from exc
         segments = []
@@ -116,6 +124,7 @@ class OpenAIWhisperEngine:
         return None if self._model.is_multilingual else "en"
 
 
+SAMPLING_SEED = 0  # any fixed number: the same samples for the same audio, on every request
 SEGMENT_DETAIL = ("tokens", "temperature", "avg_logprob", "compression_ratio", "no_speech_prob")
 
 
