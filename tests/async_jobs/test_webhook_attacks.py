@@ -108,8 +108,9 @@ def _finished(job: dict[str, object]) -> float:
 
 
 @pytest.mark.serial  # an honest client's latency and the worker's RSS, measured alone
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
 def test_hanging_and_dripping_receivers_delay_only_their_own_webhooks(
-    tmp_path: Path, png: bytes
+    request: pytest.FixtureRequest, tmp_path: Path, png: bytes, database: str
 ) -> None:
     """The issue's shape doubled and more: 50 jobs of two hostile clients whose receivers
     never answer or drip a byte a second, then an honest client's jobs one after another."""
@@ -118,8 +119,9 @@ def test_hanging_and_dripping_receivers_delay_only_their_own_webhooks(
     hostile = [*hanging, *dripping]
     honest = Receiver()
     latencies: list[float] = []
+    admin = request.getfixturevalue("postgres_admin_url") if database != "sqlite" else None
     try:
-        with fresh_database("sqlite", tmp_path, None) as url:
+        with fresh_database(database, tmp_path, admin) as url:
             # Attempts of 3 s rather than 10: the breakers open within the 16 s measured.
             server = serve(
                 tmp_path, url, job_workers=0, webhook_timeout=3, outbound_allow="127.0.0.0/8:*"
@@ -162,7 +164,7 @@ def test_hanging_and_dripping_receivers_delay_only_their_own_webhooks(
         if job["webhook"]["url"] != honest.url
     )
     print(
-        f"honest webhooks after the job's end: {', '.join(f'{s:.2f}' for s in latencies)} s"
+        f"{database}: honest webhooks after the job's end: {', '.join(f'{s:.2f}' for s in latencies)} s"
         f" over {attacked:.0f} s of attack; hostile calls {sum(h.requests for h in hostile)};"
         f" hostile outcomes {dict(outcomes)}; RSS {before / MB:.0f} MB, peak"
         f" +{(peak - before) / MB:.1f} MB"
