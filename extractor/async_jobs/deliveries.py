@@ -132,7 +132,11 @@ class Deliveries:
         if busy_clients:
             query = query.where(ExtractionJob.client.not_in(busy_clients))
         for host in busy_hosts:
-            query = query.where(~ExtractionJob.callback_url.startswith(host + "/", autoescape=True))
+            column = ExtractionJob.callback_url
+            query = query.where(
+                column != host,  # a URL without a path is stored without its '/'
+                *(~column.startswith(host + end, autoescape=True) for end in "/?#"),
+            )
         with self.jobs.db.session() as session:
             due = list(session.execute(query.order_by(ExtractionJob.webhook_next_at).limit(BATCH)))
         started = 0

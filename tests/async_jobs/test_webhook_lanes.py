@@ -7,9 +7,15 @@ import base64
 import hashlib
 import hmac
 import json
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
+from extractor.async_jobs import deliveries as deliveries_module
+from extractor.async_jobs.deliveries import Deliveries
+from extractor.async_jobs.extraction_jobs import ExtractionJobs
 from extractor.async_jobs.lanes import (
     BREAKER_FAILURES,
     BREAKER_MAX_SECONDS,
@@ -17,7 +23,10 @@ from extractor.async_jobs.lanes import (
     Lanes,
     destination,
 )
+from extractor.async_jobs.store import ExtractionJob, WebhookState
 from extractor.async_jobs.webhook import webhook_body, webhook_headers
+from extractor.config import Settings
+from extractor.jobs import utcnow
 
 
 class Clock:
@@ -118,3 +127,54 @@ def test_the_standard_webhooks_headers_sign_id_timestamp_and_body() -> None:
     later = webhook_headers("s3cret", job["id"], 1_700_000_009, webhook_body(job, 1_700_000_009))
     assert later["webhook-id"] == headers["webhook-id"]  # a retry: the same id
     assert later["webhook-signature"] != headers["webhook-signature"]
+
+
+class NoSender:
+    """A sender that must not be called: the test looks at which deliveries were leased."""
+
+    timeout = 1.0
+
+    def send(self, url: str, job: object) -> None:
+        raise AssertionError("no attempt expected")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_busy_destination_s_deliveries_are_left_out_however_its_urls_are_spelt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A destination at its limit has its deliveries left out by the database, whether its
+    URLs have a path, a query or nothing after the host, so they never fill a batch: here a
+    batch of 3 would hold only the busy destination's oldest deliveries."""
+    monkeypatch.setattr(deliveries_module, "BATCH", 3)
+    jobs = ExtractionJobs(Settings.load(overrides={"database_url": f"sqlite:///{tmp_path}/j.db"}))
+    deliveries = Deliveries(jobs, NoSender(), attempts=8)  # type: ignore[arg-type]
+    busy = "http://busy.example:8000"
+    urls = [busy, f"{busy}?a=1", f"{busy}/hook", f"{busy}#x", "http://busy.example:8001/"]
+    urls.append("http://other.example/hook")
+    with jobs.db.session() as session:
+        for n, url in enumerate(urls):
+            session.add(
+                ExtractionJob(
+                    job_id=f"ExtractionQueue:{n}", filename="a.png", media_kind="image",
+                    media_format="png", size=1, options={}, client=f"c{n}", callback_url=url,
+                    webhook_state=WebhookState.DUE, webhook_attempts=0,
+                    webhook_next_at=utcnow() - timedelta(seconds=10 - n),  # oldest first
+                )
+            )  # fmt: skip
+    for _ in range(deliveries.lanes.per_host):
+        assert deliveries.lanes.acquire(busy, "someone")
+    try:
+        assert deliveries.deliver_due() == 2
+    finally:
+        deliveries.stop()
+        jobs.close()
+    with jobs.db.session() as session:
+        leased = {
+            row.callback_url
+            for row in session.scalars(select(ExtractionJob))
+            if row.webhook_locked_until is not None or row.webhook_attempts
+        }
+    # The last two: another port is another destination, another host likewise.
+    assert leased == {"http://busy.example:8001/", "http://other.example/hook"}
