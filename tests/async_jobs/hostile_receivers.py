@@ -1,6 +1,6 @@
 """Webhook receivers that misbehave, on loopback, for the attack tests: one that answers 200
-and streams a body without end, one that never answers, one that drips its reply a byte at a
-time. Each is a threaded TCP server in the test process, bounded in time (``HOLD_SECONDS``) and
+and streams a body without end, one whose headers never end, one that never answers, one that
+drips its reply a byte at a time. Each is a threaded TCP server in the test process, bounded in time (``HOLD_SECONDS``) and
 bytes so no test can hang on it, and counts what it saw."""
 
 from __future__ import annotations
@@ -110,6 +110,26 @@ class Endless(Hostile):
                 connection.sendall(frame)
                 sent += len(CHUNK)
         except OSError:  # the client hung up: what a bounded reader does
+            with self._lock:
+                self.hung_up += 1
+        finally:
+            self._count(sent)
+
+
+class EndlessHeaders(Hostile):
+    """200, then header lines without end: the reply's head never finishes."""
+
+    def behave(self, connection: socket.socket) -> None:
+        connection.sendall(b"HTTP/1.1 200 OK\r\n")
+        line = b"X-Padding: " + b"a" * 1000 + b"\r\n"
+        sent = 0
+        ends = time.monotonic() + HOLD_SECONDS
+        connection.settimeout(5)
+        try:
+            while sent < ENDLESS_LIMIT and time.monotonic() < ends and not self._closing.is_set():
+                connection.sendall(line)
+                sent += len(line)
+        except OSError:
             with self._lock:
                 self.hung_up += 1
         finally:

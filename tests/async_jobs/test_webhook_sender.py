@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from hostile_receivers import Endless
+from hostile_receivers import Endless, EndlessHeaders
 from jobs_support import Receiver
 
 from extractor.async_jobs.webhook import WebhookSender
@@ -69,3 +69,18 @@ def test_an_endless_reply_is_read_to_its_limit_only() -> None:
         endless.close()
     assert outcome.result == "delivered"
     assert outcome.detail == "HTTP 200 (reply over 1000 bytes)"
+
+
+def test_headers_without_end_are_cut_at_100_kib() -> None:
+    endless = EndlessHeaders()
+    sender = WebhookSender("s", OutboundPolicy(endless.origin), 5.0)
+    try:
+        started = time.monotonic()
+        outcome = sender.send(endless.url, JOB)
+        took = time.monotonic() - started
+    finally:
+        sender.close()
+        endless.close()
+    assert outcome.result == "retry" and "RemoteProtocolError" in outcome.detail, outcome
+    assert took < 2
+    assert endless.sent < 16 * 1024 * 1024  # httpcore's 100 KiB head limit, plus socket buffers
