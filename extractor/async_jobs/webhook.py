@@ -14,9 +14,9 @@ resolved, every address checked against EXTRACTOR_OUTBOUND_ALLOW and the default
 the socket opened to a checked address. Redirects are not followed (a redirect is the classic
 way around a URL check). Only the reply's status counts: at most
 EXTRACTOR_WEBHOOK_MAX_REPLY_BYTES of its body are read, then the connection is dropped, so a
-receiver streaming gigabytes costs a worker nothing. Timeouts, connection errors, 408, 429 and 5xx are retried with
-backoff; any other answer ends the delivery. The state of the delivery (pending, delivered,
-failed, attempts, the last outcome) is on the job.
+receiver streaming gigabytes costs a worker nothing. Timeouts, connection errors, 408, 429 and
+5xx are retried with backoff; any other answer ends the delivery. The state of the delivery
+(pending, delivered, failed, attempts, the last outcome) is on the job.
 
 Deliveries are rows in the database (``extraction_jobs.webhook_*``), so a webhook due when a
 server dies is sent by another; one server at a time holds a delivery (a short lease).

@@ -1,7 +1,7 @@
 """Webhook receivers that misbehave, on loopback, for the attack tests: one that answers 200
 and streams a body without end, one whose headers never end, one that never answers, one that
-drips its reply a byte at a time. Each is a threaded TCP server in the test process, bounded in time (``HOLD_SECONDS``) and
-bytes so no test can hang on it, and counts what it saw."""
+drips its reply a byte at a time. Each is a threaded TCP server in the test process, bounded in
+time (``HOLD_SECONDS``) and bytes so no test can hang on it, and counts what it saw."""
 
 from __future__ import annotations
 

@@ -164,7 +164,8 @@ def test_hanging_and_dripping_receivers_delay_only_their_own_webhooks(
         if job["webhook"]["url"] != honest.url
     )
     print(
-        f"{database}: honest webhooks after the job's end: {', '.join(f'{s:.2f}' for s in latencies)} s"
+        f"{database}: honest webhooks after the job's end:"
+        f" {', '.join(f'{s:.2f}' for s in latencies)} s"
         f" over {attacked:.0f} s of attack; hostile calls {sum(h.requests for h in hostile)};"
         f" hostile outcomes {dict(outcomes)}; RSS {before / MB:.0f} MB, peak"
         f" +{(peak - before) / MB:.1f} MB"
