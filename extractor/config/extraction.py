@@ -361,7 +361,7 @@ class Settings(JobSettings, EngineSettings):
         " EXTRACTOR_REALTIME_STEP_SECONDS while the speaker goes on and send the words"
         " EXTRACTOR_REALTIME_AGREEMENT of them agree on. 3: on a host whose decodes take twice"
         " as long, a talk's words reached the client 0.1-0.2 s sooner (median) for 0.75 points"
-        " more WER on the held-out talks, ~10% less CPU (bench/realtime.md, session 34).",
+        " more WER on the held-out talks, ~10% less CPU (bench/realtime.md).",
         at_least=1,
     )
     realtime_slide_seconds: float = setting(

@@ -42,7 +42,7 @@ def prompt(item: Item, session_prompt: str, words: int) -> str:
     # Earlier turns' words (policy.history_words, off by default) once made tiny.en say them
     # again ("They say it will rain" three times in a row); now that a hypothesis repeating
     # the words sent is cut, they help one reader and carry a misheard sentence into the
-    # next turn of a talk (bench/realtime.md, session 31).
+    # next turn of a talk (bench/realtime.md).
     return " ".join([session_prompt, *(earlier[-words:] if words > 0 else [])]).strip()
 
 

@@ -104,7 +104,7 @@ def release_mapped_library_pages() -> int:
     its RSS. ``MADV_DONTNEED`` takes them out of this process only: they stay in the page cache,
     shared with the other workers, and a page that is run again comes back on a minor fault, as
     after the kernel's own reclaim. Measured in-process: ready 204 -> 146 MB, a 2-minute
-    transcription's peak 271 -> 240 MB once its pages are back (bench/memory.md, session 17).
+    transcription's peak 271 -> 240 MB once its pages are back (bench/memory.md).
     """
     try:
         smaps = Path("/proc/self/smaps").read_text()
