@@ -7,8 +7,6 @@ work, under its licence (see examples/README.md).
 
 from __future__ import annotations
 
-import io
-import wave
 from pathlib import Path
 
 import numpy as np
@@ -37,10 +35,7 @@ def main() -> None:
     resampled = np.interp(np.linspace(0, spoken.shape[1] - 1, count), np.arange(spoken.shape[1]),
                           spoken[0])  # fmt: skip
     (HERE / "speech.wav").write_bytes(samples.encode_audio(resampled[None, :], LIVE_RATE, "wav"))
-    with wave.open(io.BytesIO(samples.two_speaker_stereo(FIRST_VOICE, SECOND_VOICE))) as pcm:
-        rate, frames = pcm.getframerate(), pcm.readframes(pcm.getnframes())
-    # Interleaved PCM16 to one row per channel, as encode_audio takes it.
-    stereo = np.frombuffer(frames, "<i2").reshape(-1, 2).T.astype(np.float32) / 32768
+    stereo, rate = samples.decode_wav(samples.two_speaker_stereo(FIRST_VOICE, SECOND_VOICE))
     (HERE / "two-voices.mp3").write_bytes(samples.encode_audio(stereo, rate, "mp3"))
 
 

@@ -168,11 +168,19 @@ def decode_wav(data: bytes) -> tuple[np.ndarray, int]:
     with av.open(io.BytesIO(data), "r") as container:
         stream = container.streams.audio[0]
         rate = stream.codec_context.sample_rate
-        chunks = [f.to_ndarray() for f in container.decode(stream)]
+        chunks = [_planar(f.to_ndarray(), f) for f in container.decode(stream)]
     samples = np.concatenate(chunks, axis=1)
     if samples.dtype == np.int16:
         samples = samples.astype(np.float32) / 32768
     return samples.astype(np.float32), rate
+
+
+def _planar(array: np.ndarray, frame: object) -> np.ndarray:
+    """A frame's samples as (channels, n): a packed (interleaved) format comes as (1, n * channels)."""
+    channels = len(frame.layout.channels)  # type: ignore[attr-defined]
+    if frame.format.is_planar or channels == 1:  # type: ignore[attr-defined]
+        return array
+    return array.reshape(-1, channels).T
 
 
 def encode_audio(samples: np.ndarray, rate: int, fmt: str) -> bytes:
