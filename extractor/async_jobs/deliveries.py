@@ -140,19 +140,13 @@ class Deliveries:
         with self.jobs.db.session() as session:
             due = list(session.execute(query.order_by(ExtractionJob.webhook_next_at).limit(BATCH)))
         started = 0
+        paused: dict[str, list[str]] = {}
         for job_id, url, client in due:
             if url is None:
                 continue
             host = destination(url)
-            paused = self.lanes.paused(host)
-            if paused > 0:
-                if self._take(job_id):
-                    failures = self.lanes.failures(host)
-                    detail = (
-                        f"not sent: {host} failed {failures} times in a row; paused {paused:.0f} s"
-                    )
-                    self._record(job_id, self._attempts_of(job_id) + 1, Outcome("retry", detail))
-                    started += 1
+            if self.lanes.paused(host) > 0:
+                paused.setdefault(host, []).append(job_id)
                 continue
             if not self.lanes.acquire(host, client):
                 continue
@@ -161,7 +155,49 @@ class Deliveries:
                 continue
             self._pool.submit(self._send, job_id, host, client)
             started += 1
+        for host, job_ids in paused.items():
+            started += self._skip_paused(host, job_ids)
+        if len(due) == BATCH and started:
+            self._wake.set()  # more may be due behind this batch: look again at once
         return started
+
+    def _skip_paused(self, host: str, job_ids: list[str]) -> int:
+        """Count a failed attempt, without a call, for deliveries whose destination's breaker
+        is open, due again when it may be tried (or failed, out of attempts): one statement
+        for them all, however many a dead receiver has. How many were counted."""
+        pause = self.lanes.paused(host)
+        detail = f"not sent: {host} failed {self.lanes.failures(host)} times in a row"
+        detail += f"; paused {pause:.0f} s"
+        now = utcnow()
+        free = update(ExtractionJob).where(
+            ExtractionJob.job_id.in_(job_ids),
+            ExtractionJob.webhook_state == WebhookState.DUE,
+            or_(
+                ExtractionJob.webhook_locked_until.is_(None),
+                ExtractionJob.webhook_locked_until < now,
+            ),
+        )
+        spent = {"webhook_attempts": ExtractionJob.webhook_attempts + 1, "webhook_last": detail}
+        last = ExtractionJob.webhook_attempts + 1 >= self.attempts
+        with self.jobs.db.session() as session:
+            failed = cast(
+                CursorResult[Any],
+                session.execute(
+                    free.where(last).values(webhook_state=WebhookState.FAILED, **spent)
+                ),
+            ).rowcount
+            retried = cast(
+                CursorResult[Any],
+                session.execute(
+                    free.where(~last).values(
+                        webhook_next_at=now + timedelta(seconds=pause), **spent
+                    )
+                ),
+            ).rowcount
+        metrics.JOB_WEBHOOKS.labels("failed").inc(failed)
+        metrics.JOB_WEBHOOKS.labels("retry").inc(retried)
+        log.warning("webhooks of %d job(s) %s", failed + retried, detail)
+        return failed + retried
 
     def _send(self, job_id: str, host: str, client: str) -> None:
         """One attempt on a sender thread; its lanes freed and the loop woken after."""
@@ -174,11 +210,6 @@ class Deliveries:
         finally:
             self.lanes.release(host, client, failed)
             self._wake.set()
-
-    def _attempts_of(self, job_id: str) -> int:
-        with self.jobs.db.session() as session:
-            row = session.get(ExtractionJob, job_id)
-            return row.webhook_attempts if row is not None else 0
 
     def _take(self, job_id: str) -> bool:
         """Lease a due delivery for one attempt (its timeout and a margin)."""

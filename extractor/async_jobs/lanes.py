@@ -11,9 +11,10 @@ holding those threads:
   whichever destinations its callbacks name;
 - a circuit breaker per destination: after ``BREAKER_FAILURES`` attempts in a row that timed
   out, could not connect or got a 5xx, the destination is not called for ``BREAKER_SECONDS``
-  (doubling while it keeps failing, at most ``BREAKER_MAX_SECONDS``); a delivery due meanwhile
-  is counted as a failed attempt without a call and retried with its backoff. After the pause
-  one attempt goes through: a success closes the breaker, a failure opens it again.
+  (doubling while it keeps failing, at most ``BREAKER_MAX_SECONDS``); the deliveries due
+  meanwhile are each counted a failed attempt without a call (one statement for them all) and
+  are due again when the pause ends. Then one attempt goes through: a success closes the
+  breaker, a failure opens it again.
 
 The state is this process's own (each server process judges the receivers it calls); what a
 delivery is (due, leased, attempts) stays in the database.

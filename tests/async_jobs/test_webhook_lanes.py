@@ -178,3 +178,36 @@ def test_a_busy_destination_s_deliveries_are_left_out_however_its_urls_are_spelt
         }
     # The last two: another port is another destination, another host likewise.
     assert leased == {"http://busy.example:8001/", "http://other.example/hook"}
+
+
+def test_a_paused_destination_s_deliveries_spend_an_attempt_each_without_a_call(
+    tmp_path: Path,
+) -> None:
+    jobs = ExtractionJobs(Settings.load(overrides={"database_url": f"sqlite:///{tmp_path}/j.db"}))
+    deliveries = Deliveries(jobs, NoSender(), attempts=8)  # type: ignore[arg-type]
+    dead = "http://dead.example"
+    with jobs.db.session() as session:
+        for n, attempts in enumerate([0, 3, 7]):
+            session.add(
+                ExtractionJob(
+                    job_id=f"ExtractionQueue:{n}", filename="a.png", media_kind="image",
+                    media_format="png", size=1, options={}, client="c", callback_url=dead + "/h",
+                    webhook_state=WebhookState.DUE, webhook_attempts=attempts,
+                    webhook_next_at=utcnow() - timedelta(seconds=1),
+                )
+            )  # fmt: skip
+    for _ in range(BREAKER_FAILURES):
+        assert deliveries.lanes.acquire(dead, "c")
+        deliveries.lanes.release(dead, "c", failed=True)
+    try:
+        assert deliveries.deliver_due() == 3  # NoSender: none was sent
+    finally:
+        deliveries.stop()
+        jobs.close()
+    with jobs.db.session() as session:
+        rows = {row.job_id[-1]: row for row in session.scalars(select(ExtractionJob))}
+    assert [rows[n].webhook_attempts for n in "012"] == [1, 4, 8]
+    assert [rows[n].webhook_state for n in "012"] == ["due", "due", "failed"]
+    assert all(rows[n].webhook_last.startswith(f"not sent: {dead} failed 3") for n in "012")
+    wait = (rows["0"].webhook_next_at - utcnow()).total_seconds()
+    assert BREAKER_SECONDS - 5 < wait <= BREAKER_SECONDS  # due again when the pause ends
