@@ -138,7 +138,9 @@ class Lanes:
             if breaker is None:
                 breaker = self._breakers[host] = Breaker()
             breaker.failures += 1
-            if breaker.trial or breaker.failures >= BREAKER_FAILURES:
+            already_open = breaker.open_until > self._clock() and not breaker.trial
+            # An attempt that was in flight when the breaker opened does not open it again.
+            if not already_open and (breaker.trial or breaker.failures >= BREAKER_FAILURES):
                 pause = min(BREAKER_MAX_SECONDS, BREAKER_SECONDS * 2.0**breaker.opened)
                 breaker.opened += 1
                 breaker.open_until = self._clock() + pause

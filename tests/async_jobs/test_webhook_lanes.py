@@ -92,6 +92,16 @@ def test_the_breaker_pauses_a_failing_destination_and_one_trial_reopens_it() -> 
     assert lanes.paused(host) == 0 and lanes.failures(host) == 0
 
 
+def test_an_attempt_in_flight_when_the_breaker_opens_does_not_lengthen_the_pause() -> None:
+    clock = Clock()
+    lanes = Lanes(senders=10, per_host=10, per_client=10, clock=clock)
+    for _ in range(BREAKER_FAILURES + 1):
+        assert lanes.acquire("http://dead", "c")
+    for _ in range(BREAKER_FAILURES + 1):
+        lanes.release("http://dead", "c", failed=True)
+    assert lanes.paused("http://dead") == BREAKER_SECONDS
+
+
 def test_an_answer_between_failures_keeps_the_breaker_closed() -> None:
     lanes = Lanes(senders=10, per_host=10, per_client=10)
     for failed in [True, True, False, True, True, False]:
