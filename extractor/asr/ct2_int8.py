@@ -39,6 +39,7 @@ from .ct2_model import (
     read_header,
     read_variables,
 )
+from .models import model_directory
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +51,11 @@ ROWS_AT_ONCE = 4096  # rows quantized per step: a float32 block of 6 MB for tiny
 
 
 def loadable_model(model: str, compute_type: str, cache_dir: Path | None) -> str:
-    """What to hand CTranslate2 for ``model`` (a directory or a hub name) at ``compute_type``:
-    for int8 and a local directory, the copy already quantized (``int8_model_dir``), whose
-    loading peaks ~100 MB lower than CTranslate2 quantizing a float16 model itself."""
+    """What to hand CTranslate2 for ``model`` (a name of ``asr.models``, a directory or a hub
+    name) at ``compute_type``: for int8 and a local directory, the copy already quantized
+    (``int8_model_dir``), whose loading peaks ~100 MB lower than CTranslate2 quantizing a
+    float16 model itself."""
+    model = model_directory(model, cache_dir)
     local = Path(model)
     if cache_dir is None or compute_type not in INT8_TYPES or not local.is_dir():
         return model  # a hub name is downloaded (and quantized) by faster-whisper

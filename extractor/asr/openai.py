@@ -39,6 +39,9 @@ class OpenAIWhisperEngine:
     def loaded(self) -> bool:
         return self._model is not None
 
+    def unload(self) -> None:
+        self._model = None
+
     def _load_model(self) -> tuple[Any, str]:
         """A CTranslate2 directory (the default) is converted once and cached; anything else is
         an openai-whisper model name or ``.pt`` path for ``whisper.load_model``."""
@@ -46,9 +49,9 @@ class OpenAIWhisperEngine:
 
         from .ct2_convert import cached_openai_checkpoint, load_openai_model
         from .ct2_model import ModelConversionError
-        from .faster import bundled_model_dir
+        from .models import model_directory
 
-        source = Path(self.model_name) if self.model_name else bundled_model_dir()
+        source = Path(model_directory(self.model_name, self.cache_dir))
         try:
             if (source / "model.bin").is_file():
                 checkpoint = cached_openai_checkpoint(source, self.cache_dir)
