@@ -11,6 +11,7 @@ import pytest
 from support import post_file, requires_espeak
 
 from extractor import samples
+from extractor.asr.loaded_models import LoadedModels
 
 
 def error_of(reply: Any) -> tuple[int, str]:
@@ -206,7 +207,7 @@ def test_speech_engine_that_hangs_gives_504_and_the_worker_lives_on(
             release.wait(30)
             raise RuntimeError("released")
 
-    extractor.speech = HangingEngine()
+    extractor.models = LoadedModels(lambda _model: HangingEngine(), ("tiny.en",), 1)
     client = app.test_client()
     reply = post_file(client, samples.silence_and_noise(1))
     assert error_of(reply) == (504, "engine_timeout")

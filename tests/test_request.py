@@ -36,6 +36,7 @@ OPENAI_OWN = {"format"}  # the OpenAI route answers in its own response_format i
 TABLE: dict[str, tuple[str, str]] = {
     "format": ("json", "xml"),
     "language": ("en", "english!"),
+    "model": ("tiny.en", "large-v9"),
     "ocr_languages": ("eng", "../eng"),
     "ocr_rotate": ("off", "sideways"),
     "speakers": ("channels", "diarize"),

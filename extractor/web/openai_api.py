@@ -7,8 +7,10 @@ shape. The request goes through the same receive step, engine gate, limits and s
 ``POST /extract``; only the parameters and the renderings differ.
 
 Where OpenAI's documentation and the self-hosted servers differ we follow the servers users
-switch from (speaches, whisper-asr-webservice): ``model`` is accepted whatever it names and the
-configured engine answers; ``language`` in ``verbose_json`` is the ISO 639-1 code.
+switch from (speaches, whisper-asr-webservice): ``language`` in ``verbose_json`` is the ISO 639-1
+code. ``model`` is the extraction option of that name: ``whisper-1`` (what OpenAI's clients
+send) is the deployment's model, an installed model's name (``tiny.en``, ``base``) chooses it,
+anything else is a 400 listing them.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from extractor.web.views import authorize, request_limits
 
 blueprint = Blueprint("openai", __name__, url_prefix=OPENAI_PREFIX)
 
-MAX_MODEL_CHARS = 200  # the model name is only echoed into logs
+MAX_MODEL_CHARS = 200  # a live session's model name (realtime.updates), only echoed into logs
 NOT_HERE = ("format",)  # the extraction options this route takes in OpenAI's own fields
 
 
@@ -121,10 +123,6 @@ def _json_reply(body: dict[str, Any]) -> Response:
 
 def parse(form: MultiDict[str, str], limits: Limits) -> TranscriptionRequest:
     """Check the form fields, naming the one that is wrong as OpenAI does (``param``)."""
-    model = form.get("model", "")
-    if len(model) > MAX_MODEL_CHARS:
-        raise InvalidParameter(f"model names are at most {MAX_MODEL_CHARS} characters",
-                               param="model")  # fmt: skip
     response_format = form.get("response_format") or "json"
     if response_format not in RENDERINGS:
         raise InvalidParameter(

