@@ -277,7 +277,7 @@ UPLOADS: dict[str, Callable[[bytes], bytes | None]] = {
     [
         pytest.param("none", {}, {}, 400, "missing_upload", id="no upload field"),
         pytest.param("empty", {}, {}, 400, "empty_upload", id="empty file"),
-        pytest.param("png", {"query": "?language=english"}, {}, 400, "invalid_parameter",
+        pytest.param("png", {"query": "?language=klingon"}, {}, 400, "invalid_parameter",
                      id="bad language"),
         pytest.param("png", {"query": "?words=maybe"}, {}, 400, "invalid_parameter",
                      id="bad words flag"),

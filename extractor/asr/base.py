@@ -34,6 +34,8 @@ class TranscriptSegment:
 class Transcript:
     segments: tuple[TranscriptSegment, ...]
     language: str | None
+    # How sure the model was of ``language`` when it detected it (0-1); None when it was given.
+    language_probability: float | None = None
 
 
 @dataclass(frozen=True)

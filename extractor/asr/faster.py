@@ -196,7 +196,8 @@ class FasterWhisperEngine:
                 "model_s": round(total - parts["vad"] - parts["features"], 4),
             },
         )
-        return Transcript(tuple(out), info.language)
+        detected = None if language else info.language_probability
+        return Transcript(tuple(out), info.language, detected)
 
 
 def _stop_if_cancelled() -> None:

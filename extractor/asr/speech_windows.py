@@ -95,7 +95,7 @@ def transcribe_spans(
     from faster_whisper.vad import SpeechTimestampsMap
 
     segments: list[TranscriptSegment] = []
-    language = options.language
+    language, probability = options.language, None
     plain = replace(options, vad=False, speech_only=True)  # the silence is already gone
     for batch in speech_batches(spans, longest):
         if options.cancel is not None and options.cancel.is_set():
@@ -105,8 +105,9 @@ def transcribe_spans(
         del speech
         times = SpeechTimestampsMap([{"start": s, "end": e} for s, e in batch], SAMPLE_RATE)
         segments += [restored(segment, times) for segment in part.segments]
-        language = language or part.language
-    return Transcript(tuple(segments), language)
+        if language is None:  # the first batch's detection is the transcript's
+            language, probability = part.language, part.language_probability
+    return Transcript(tuple(segments), language, probability)
 
 
 def restored(segment: TranscriptSegment, times: SpeechTimestampsMap) -> TranscriptSegment:

@@ -39,7 +39,7 @@ from extractor.pipeline.gate import EngineGate, PagesAhead, in_page_order
 from extractor.pipeline.progress import Progress, ReportingEngine, no_progress, shifted
 from extractor.pipeline.request import ExtractionRequest
 from extractor.pipeline.timings import Timings
-from extractor.pipeline.transcript import Track, shift, transcript_lines
+from extractor.pipeline.transcript import Track, detected_language, shift, transcript_lines
 from extractor.pipeline.turns import MemoryTurns, Place
 from extractor.replies.importable import Document, DocumentKind, Line, Page
 from extractor.replies.spool import PageSpool
@@ -337,6 +337,7 @@ class Extractor:
             on_segment=on_segment,
         )
         lines: list[Line] = []
+        transcripts: list[Transcript] = []  # the first that detected a language says which
         with timings.stage("engine"):
             total = sum(track.windows[-1][1] for track in tracks)
             if two:
@@ -348,26 +349,28 @@ class Extractor:
                     )
                     speaker = f"Speaker {channel + 1}"
                     lines += transcript_lines(transcript, duration_ms, speaker, transcribe)
-                    language = language or transcript.language
+                    transcripts.append(transcript)
                 lines.sort(key=lambda line: (line.start_ms or 0, line.end_ms or 0))
             elif options.speakers == "auto":
-                lines, language = self._speaker_lines(
-                    speech, tracks[0], duration_ms, transcribe, timings, options.speaker_count, progress,
-                    job,
+                lines, transcript = self._speaker_lines(
+                    speech, tracks[0], duration_ms, transcribe, timings, options.speaker_count,
+                    progress, job,
                 )  # fmt: skip
+                transcripts.append(transcript)
             else:
                 transcript = self._transcribe(speech, tracks[0], transcribe, timings, progress, job)
                 lines = transcript_lines(transcript, duration_ms, None, transcribe)
-                language = transcript.language
+                transcripts.append(transcript)
+        language, extra = detected_language(transcripts, language)
         return Document(
             name=name, kind=DocumentKind.AUDIO, lines=tuple(lines), language=language,
-            duration_ms=duration_ms,
+            duration_ms=duration_ms, extra=extra,
         )  # fmt: skip
 
     def _speaker_lines(
-        self, speech: SpeechEngine, track: Track, duration_ms: int, options: TranscribeOptions, timings: Timings,
-        count: SpeakerCount | None, progress: Progress, job: bool,
-    ) -> tuple[list[Line], str | None]:  # fmt: skip
+        self, speech: SpeechEngine, track: Track, duration_ms: int, options: TranscribeOptions,
+        timings: Timings, count: SpeakerCount | None, progress: Progress, job: bool,
+    ) -> tuple[list[Line], Transcript]:  # fmt: skip
         """``speakers=auto``: transcribe with word times, diarize, then label and split lines."""
         transcript = self._transcribe(
             speech, track, replace(options, word_timestamps=True), timings, progress, job
@@ -380,7 +383,7 @@ class Extractor:
         lines: list[Line] = []
         for segment, speaker in label_segments(transcript, turns):
             lines += transcript_lines(Transcript((segment,), None), duration_ms, speaker, options)
-        return lines, transcript.language
+        return lines, transcript
 
     def _transcribe(
         self, speech: SpeechEngine, track: Track, options: TranscribeOptions, timings: Timings,
@@ -430,16 +433,17 @@ class Extractor:
             engine = ReportingEngine(speech, lambda: progress(reached[0] / SAMPLE_RATE, total))
             return transcribe_spans(cast(SpeechEngine, engine), read, spans, options, longest)
         segments: list[TranscriptSegment] = []
-        language = None
+        language: tuple[str | None, float | None] = (None, None)  # the first window's detection
         for start, end in track.windows:
             if options.cancel is not None and options.cancel.is_set():
                 raise EngineTimeout("transcription took longer than the request timeout")
             part = speech.transcribe(track.read(start, end), options)
             offset = start / SAMPLE_RATE
             segments += [shift(segment, offset) for segment in part.segments]
-            language = language or part.language
+            if language[0] is None:
+                language = (part.language, part.language_probability)
             progress(end / SAMPLE_RATE, total)
-        return Transcript(tuple(segments), language)
+        return Transcript(tuple(segments), *language)
 
     def close(self) -> None:
         self.gate.shutdown()

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from extractor.asr.languages import whisper_language
 from extractor.asr.models import DEFAULT_MODEL, OPENAI_DEFAULT, served_models
 from extractor.asr.speaker_count import COUNT_FIELDS, SpeakerCount
 from extractor.config import SPEAKER_MODES, Settings
@@ -100,16 +101,20 @@ class Switch(Kind):
 
 
 class SpokenLanguage(Kind):
-    """An ISO 639-1 (or 639-2) code such as 'en', in lower case."""
+    """A language Whisper knows, as its code (``de``), an ISO 639-2/3 code (``deu``, ``ger``),
+    its English name (``German``) or a BCP-47 tag (``de-DE``): read as Whisper's code."""
 
-    schema = {"type": "string", "pattern": "^[A-Za-z]{2,3}$"}
+    schema = {"type": "string", "minLength": 2, "maxLength": 40}
 
     def parse(self, name: str, raw: str, limits: Limits) -> str:
-        if not (raw.isascii() and raw.isalpha() and 2 <= len(raw) <= 3):
+        code = whisper_language(raw[:40])
+        if code is None:
             raise InvalidParameter(
-                f"{name} must be an ISO 639-1 code such as 'en', not {raw[:40]!r}", param=name
+                f"{name} must be a language Whisper knows, as an ISO 639 code ('de', 'deu'),"
+                f" an English name ('German') or a BCP-47 tag ('de-DE'), not {raw[:40]!r}",
+                param=name,
             )
-        return raw.lower()
+        return code
 
 
 class SpeechModel(Kind):
@@ -214,9 +219,11 @@ class ExtractionRequest:
     )  # fmt: skip
     language: str | None = option(
         None, SpokenLanguage(),
-        """Audio: the spoken language as an ISO 639-1 (or 639-2) code, overriding the
-        deployment's `EXTRACTOR_ASR_LANGUAGE` (unset: detected); ignored for images and
-        PDFs.""",
+        """Audio: the spoken language, overriding the deployment's `EXTRACTOR_ASR_LANGUAGE`
+        (unset: detected, with a multilingual model): an ISO 639-1 code (`de`), a 639-2 or
+        639-3 code (`deu`, `ger`), an English name (`German`) or a BCP-47 tag (`de-DE`), read
+        as the 639-1 code; one the model does not transcribe is a 400 (English-only models:
+        `en` alone). Ignored for images and PDFs.""",
     )  # fmt: skip
     model: str | None = option(
         None, SpeechModel(),

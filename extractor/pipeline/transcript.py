@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -101,6 +102,17 @@ def shift(segment: TranscriptSegment, seconds: float) -> TranscriptSegment:
         tuple(TimedWord(w.text, w.start + seconds, w.end + seconds) for w in segment.words),
         segment.detail,
     )
+
+
+def detected_language(
+    transcripts: Sequence[Transcript], given: str | None
+) -> tuple[str | None, dict[str, Any]]:
+    """An audio document's language (the first transcript's that has one, else ``given``) and
+    its ``Document.extra``: how sure the model was, when a multilingual model detected it."""
+    found = next((t for t in transcripts if t.language), Transcript((), given))
+    if found.language_probability is None:
+        return found.language, {}
+    return found.language, {"language_probability": round(found.language_probability, 3)}
 
 
 def transcript_lines(

@@ -207,6 +207,8 @@ def importable_shell(
     }
     if document.language:
         reply["language"] = document.language
+    if "language_probability" in document.extra:  # detected by a multilingual model
+        reply["languageProbability"] = document.extra["language_probability"]
     return reply
 
 

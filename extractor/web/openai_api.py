@@ -70,6 +70,8 @@ def _verbose(document: Document, call: TranscriptionRequest) -> Response:
         "duration": (document.duration_ms or 0) / 1000,
         "text": _text(document),
     }
+    if "language_probability" in document.extra:  # not OpenAI's: how sure the detection was
+        body["language_probability"] = document.extra["language_probability"]
     if call.segments:
         body["segments"] = [_segment(n, line) for n, line in enumerate(document.lines)]
     if call.words:

@@ -110,12 +110,26 @@ def test_an_unknown_model_is_a_400_naming_model_and_listing_the_installed(
 def test_german_speech_with_model_base_comes_back_as_german(
     make_app: Callable[..., Flask], model_cache: Path
 ) -> None:
+    """Detected, with how sure base was; a language given in another spelling is read as de."""
     client = make_app(cache_dir=str(model_cache)).test_client()
     wav = samples.speech_wav(GERMAN, voice="de")
-    reply = post_file(client, wav, "gruss.wav", query="?model=base", accept="application/json")
+    reply = client.post(
+        "/v1/audio/transcriptions",
+        data={"file": (io.BytesIO(wav), "gruss.wav"), "model": "base",
+              "response_format": "verbose_json"},
+        content_type="multipart/form-data",
+    )  # fmt: skip
+    assert reply.status_code == 200, reply.get_data()
+    verbose = reply.get_json()
+    assert verbose["language"] == "de"
+    assert verbose["language_probability"] > 0.5
+
+    query = "?model=base&language=ger"
+    reply = post_file(client, wav, "gruss.wav", query=query, accept="application/json")
     assert reply.status_code == 200, reply.get_data()
     body = reply.get_json()
     assert body["language"] == "de"
+    assert "languageProbability" not in body  # given, not detected
 
 
 @pytest.mark.slow
