@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from ..errors import InvalidParameter
+from ..heap import loading_without_huge_pages
 from .base import SpeechEngine
 from .models import OPENAI_DEFAULT
 
@@ -62,19 +63,24 @@ class LoadedModels:
             self._users[key] += 1
             self._recent.move_to_end(key)
         try:
-            with self._loading[key]:
-                engine.load()
-            self._unload_beyond_limit()
+            if not engine.loaded:
+                # Room first, so the two models never stand in memory together; loaded as at
+                # worker start, out of huge pages: in them the load's sparse blocks stayed
+                # resident (a server worker switching from base to tiny.en held 346 MB).
+                self._unload_beyond_limit(coming=key)
+                with self._loading[key], loading_without_huge_pages():
+                    engine.load()
             yield engine
         finally:
             with self._lock:
                 self._users[key] -= 1
             self._unload_beyond_limit()
 
-    def _unload_beyond_limit(self) -> None:
-        """Unload idle engines, least recently used first, while more than ``most`` are loaded."""
+    def _unload_beyond_limit(self, coming: str | None = None) -> None:
+        """Unload idle engines, least recently used first, while more than ``most`` are loaded
+        (``coming`` counted as loaded: it is about to be)."""
         with self._lock:
-            loaded = [name for name in self._recent if self._engines[name].loaded]
+            loaded = [n for n in self._recent if self._engines[n].loaded or n == coming]
             idle = [name for name in loaded if not self._users[name]]
             doomed = idle[: max(0, len(loaded) - self.most)]
         for name in doomed:
