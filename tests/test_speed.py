@@ -47,7 +47,9 @@ def test_each_window_logs_its_stages(
     audio = decode_audio(path, max_seconds=60).mono()
     with caplog.at_level(logging.DEBUG, logger="extractor.asr.faster"):
         transcript = engine.transcribe(audio, TranscribeOptions("en"))
-    assert "weather" in " ".join(s.text for s in transcript.segments).lower()
+    # Which words tiny.en hears in espeak's voice varies with the CPU and its load ("weather"
+    # came back "whenever"); that the window was decoded into words is what this test needs.
+    assert " ".join(s.text for s in transcript.segments).split()
     [window] = [r for r in caplog.records if r.getMessage() == "window transcribed"]
     parts = {k: getattr(window, k) for k in ("audio_s", "vad_s", "features_s", "model_s")}
     assert parts["audio_s"] == pytest.approx(len(audio) / SAMPLE_RATE, abs=0.01)
