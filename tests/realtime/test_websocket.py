@@ -13,6 +13,7 @@ import threading
 import time
 import wave
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,27 @@ def events_until(ws: ClientConnection, kind: str, timeout: float = 60) -> list[d
         got.append(json.loads(ws.recv(timeout=max(0.1, deadline - time.monotonic()))))
         if got[-1]["type"] == kind:
             return got
+
+
+@contextmanager
+def holding(*sockets: ClientConnection) -> Iterator[None]:
+    """Keeps ``sockets``' sessions open past the server's 3 s idle timeout (40 ms of silence
+    each half second): a test that needs the streams' places taken while another client
+    starts, which takes seconds on a loaded machine, must not see them freed by idleness."""
+    stop = threading.Event()
+
+    def feed() -> None:
+        while not stop.wait(0.5):
+            for ws in sockets:
+                ws.send(append(silence(0.04)))
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        feeder.join()
 
 
 def test_the_official_client_transcribes_live(server: str) -> None:
@@ -279,14 +301,14 @@ def test_one_stream_beyond_the_limit_is_told_and_closed_1013(server: str) -> Non
     with raw(server) as one, raw(server) as two:
         events_until(one, "session.created")
         events_until(two, "session.created")
-        with raw(server) as three:
+        with holding(one, two), raw(server) as three:
             (error,) = [e for e in events_until(three, "error")]
             assert error["error"]["code"] == "session_limit_reached"
             assert "EXTRACTOR_REALTIME_SESSIONS" in error["error"]["message"]
             with pytest.raises(ConnectionClosed):
                 three.recv(timeout=10)
             assert three.close_code == 1013
-        metrics = httpx.get(server + "/metrics", timeout=10).text
+            metrics = httpx.get(server + "/metrics", timeout=10).text
         assert 'extractor_realtime_refused_total{code="session_limit_reached"}' in metrics
         # The two admitted streams still work (a sentence: a two-word phrase hangs on one
         # word, "Hello there." heard as "Below there." with beam 5 and "Hello, Nairr." greedy).
@@ -441,11 +463,12 @@ def test_extractor_listen_says_why_the_server_refused_the_stream(
     with raw(server) as one, raw(server) as two:
         events_until(one, "session.created")
         events_until(two, "session.created")
-        refused = subprocess.run(
-            [sys.executable, "-m", "extractor.cli", "listen", "--url", server, str(wav),
-             "--secret", SECRET],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        with holding(one, two):
+            refused = subprocess.run(
+                [sys.executable, "-m", "extractor.cli", "listen", "--url", server, str(wav),
+                 "--secret", SECRET],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
     assert refused.returncode == 1
     assert "EXTRACTOR_REALTIME_SESSIONS" in refused.stderr
     assert "Traceback" not in refused.stderr
