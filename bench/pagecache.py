@@ -1,7 +1,7 @@
 """Measure a worker's RSS the same in a venv pip has just written as in one installed long ago.
 
 How many of a shared library's pages a worker maps depends on how the kernel cached the file
-(``extractor/server/library_pages.py`` says how, ``bench/memory.md`` has the figures).
+(``extractor/library_pages.py`` says how, ``bench/memory.md`` has the figures).
 ``extractor serve`` settles the libraries itself before it starts; the bench and the tests also
 measure processes that are not a server (the bare engines in-process) and servers started in
 other ways, so they settle the libraries before each measurement with the same function.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from extractor.server.library_pages import settle_library_pages, site_packages
+from extractor.library_pages import settle_library_pages, site_packages
 
 __all__ = ["settle_library_pages", "site_packages"]
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from extractor.server.library_pages import settle_library_pages
+from extractor.library_pages import settle_library_pages
 
 log = logging.getLogger(__name__)
 

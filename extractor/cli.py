@@ -29,7 +29,7 @@ def _serve(args: argparse.Namespace) -> int:
 
         reexec_with_huge_pages()  # returns at once when already done
     if settings.settle_library_pages:  # once, after any re-exec, before the workers map them
-        from .server.library_pages import settle_library_pages
+        from .library_pages import settle_library_pages
 
         settle_library_pages()
     # The workers' shared metrics directory must be in the environment before anything imports

@@ -1,5 +1,5 @@
 """``extractor serve`` drops the installed libraries' cached pages before its workers map them
-(extractor/server/library_pages.py): pages just written, dirty ones included, are read back
+(extractor/library_pages.py): pages just written, dirty ones included, are read back
 from disk; pages a process maps, and files that are not libraries, are left alone."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support import start_server, stop_server
 
-from extractor.server.library_pages import (
+from extractor.library_pages import (
     releasable_mappings,
     release_mapped_library_pages,
     settle_library_pages,

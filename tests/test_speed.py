@@ -14,8 +14,8 @@ from support import SPOKEN, requires_espeak, start_server, stop_server, worker_p
 from extractor.asr import TranscribeOptions
 from extractor.asr.faster import FasterWhisperEngine
 from extractor.heap import HUGE_PAGES_TUNABLE
+from extractor.library_pages import settle_library_pages
 from extractor.media.audio import SAMPLE_RATE, decode_audio
-from extractor.server.library_pages import settle_library_pages
 
 # serial: stage timings and a worker's peak RSS, measured alone (make test's second pass).
 pytestmark = [requires_espeak, pytest.mark.serial]

@@ -28,7 +28,7 @@ from extractor.async_jobs.work import ExtractionWork
 from extractor.config import Settings
 from extractor.errors import ExtractorError
 from extractor.jobs import JobFailure, JobInterrupted, JobRun, JobStatus, StorageError
-from extractor.web.error_replies import path_roots, without_paths
+from extractor.server_paths import path_roots, without_paths
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from extractor.config import Settings
-from extractor.server.library_pages import release_mapped_library_pages
+from extractor.library_pages import release_mapped_library_pages
 
 if TYPE_CHECKING:
     from extractor.async_jobs.extraction_jobs import ExtractionJobs

@@ -12,12 +12,12 @@ from typing import Any
 
 from extractor.config import Settings
 from extractor.errors import Unauthorized
+from extractor.library_pages import release_mapped_library_pages
 from extractor.media.workdirs import sweep
 from extractor.realtime.room import LiveRoom
 from extractor.realtime.worker import RealtimeWorkerMixin
 from extractor.server.buffering_worker import BufferingThreadWorker
 from extractor.server.intake import Head, IntakeLimits, Refusal
-from extractor.server.library_pages import release_mapped_library_pages
 from extractor.web.app import MULTIPART_SLACK
 from extractor.web.error_replies import error_document
 
@@ -205,7 +205,7 @@ def _load_engines(worker: Any) -> None:
     if runtime is not None:
         runtime.start()  # asynchronous jobs, once the engines they use are ready
     if extractor is not None and extractor.settings.release_library_pages:
-        release_mapped_library_pages()  # what loading ran once (server/library_pages.py)
+        release_mapped_library_pages()  # what loading ran once (library_pages.py)
 
 
 def _stop_jobs(worker: Any) -> None:

@@ -11,10 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import re
-import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,8 +18,8 @@ from typing import Any
 from flask import Flask, Response, current_app, g, has_app_context, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from extractor.config import Settings
 from extractor.errors import NO_ROOM_ERRNOS, ExtractorError, InsufficientStorage
+from extractor.server_paths import path_roots, without_paths
 
 log = logging.getLogger("extractor.request")
 OPENAI_PREFIX = "/v1"  # every route of the OpenAI-compatible API is under it
@@ -46,36 +42,6 @@ class Problem:
         settings = current_app.config.get("SETTINGS") if has_app_context() else None
         message = without_paths(error.message, path_roots(settings))
         return cls(error.status, error.code, message, error.param, dict(error.headers))
-
-
-def path_roots(settings: Settings | None = None) -> tuple[str, ...]:
-    """The server's folders whose paths an error message must not show: the temporary folders
-    (a request's workdir is ``<tmp>/extractor-<pid>-<start>/request-...``), the data folder,
-    the working directory, the Python environment and the home folder (model caches), as
-    configured and as resolved; longest first, so the most specific is replaced."""
-    given = [tempfile.gettempdir(), os.getcwd(), sys.prefix, os.path.expanduser("~")]
-    if settings is not None:
-        given += [settings.tmp_dir or "", settings.data_dir]
-    roots = {os.path.normpath(os.path.abspath(path)) for path in given if path}
-    roots |= {os.path.realpath(root) for root in roots}
-    return tuple(sorted((root for root in roots if len(root) > 1), key=len, reverse=True))
-
-
-def without_paths(message: str, roots: tuple[str, ...]) -> str:
-    """``message`` with every path under ``roots`` cut to its last part (``.../upload``):
-    libraries name the file they failed on (PyAV, Pillow, an ``OSError``), and a server's
-    folders are none of a client's business."""
-    if not roots:
-        return message
-    pattern = re.compile(
-        "(?:" + "|".join(re.escape(root) for root in roots) + r")(?=/|\b)(/[^\s'\"`,;:()]*)?"
-    )
-
-    def cut(match: re.Match[str]) -> str:
-        rest = (match.group(1) or "").rstrip("/.")
-        return "..." + rest[rest.rfind("/") :] if rest else "..."
-
-    return pattern.sub(cut, message)
 
 
 def ours(problem: Problem) -> dict[str, Any]:
