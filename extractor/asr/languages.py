@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from ..errors import InvalidParameter
+
 # Whisper's code | its English names | its ISO 639-2/T, 639-2/B and 639-3 codes (and older or
 # individual-language codes clients send for it).
 _TABLE = """
@@ -145,4 +147,31 @@ def whisper_language(raw: str) -> str | None:
     return SPELLINGS.get(subtags[0])
 
 
-__all__ = ["LANGUAGES", "SPELLINGS", "whisper_language"]
+def check_spoken_language(language: str, known: frozenset[str]) -> None:
+    """Refuse (400 naming ``language``) a language the speech model does not transcribe:
+    ``known``, the model's languages (``en`` alone for an English-only one)."""
+    if language not in known:
+        listed = ", ".join(sorted(known)[:12]) + (", ..." if len(known) > 12 else "")
+        raise InvalidParameter(
+            f"language {language!r} is not one this model transcribes ({listed})",
+            param="language",
+        )
+
+
+def model_languages(model: str) -> frozenset[str] | None:
+    """The languages of a speech model known by its name before it is loaded: Whisper's
+    English-only models are named ``*.en`` (the bundled ``tiny.en``), ``base`` is
+    multilingual; None for any other name (a directory, a hub name: only the loaded model
+    says)."""
+    if model.endswith(".en"):
+        return frozenset({"en"})
+    return LANGUAGES if model == "base" else None
+
+
+__all__ = [
+    "LANGUAGES",
+    "SPELLINGS",
+    "check_spoken_language",
+    "model_languages",
+    "whisper_language",
+]

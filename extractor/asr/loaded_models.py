@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from ..errors import InvalidParameter
 from ..heap import loading_without_huge_pages
 from .base import SpeechEngine
+from .languages import check_spoken_language, model_languages
 from .models import OPENAI_DEFAULT
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,16 @@ class LoadedModels:
                 param="model",
             )
         return name
+
+    def check_language(self, language: str, name: str | None = None) -> None:
+        """Refuse (400 naming ``language``) a language the model ``name`` does not transcribe,
+        without loading it: the loaded engine's languages, else what its name says (a name
+        that says nothing is checked once the model is loaded)."""
+        key = self._key(name)
+        engine = self._engines[key]
+        known = engine.languages() if engine.loaded else model_languages(key)
+        if known is not None:
+            check_spoken_language(language, known)
 
     def loaded(self) -> list[str]:
         return [name for name, engine in self._engines.items() if engine.loaded]

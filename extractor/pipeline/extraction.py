@@ -26,7 +26,7 @@ from extractor.asr.speaker_count import SpeakerCount
 from extractor.asr.speakers import SpeakerDiarizer, label_segments
 from extractor.asr.speech_windows import joins_speech, speech_spans, transcribe_spans
 from extractor.config import Settings
-from extractor.errors import EngineTimeout, InvalidParameter, SpeakerAudioTooLong
+from extractor.errors import EngineTimeout, SpeakerAudioTooLong
 from extractor.heap import limit_heap_retention, loading_without_huge_pages, trim_heap
 from extractor.media.audio import SAMPLE_RATE
 from extractor.media.images import PageImage, image_pages
@@ -150,6 +150,12 @@ class Extractor:
             if not gated:
                 return job()
             return self.gate.run(job, deadline, cancel)
+
+    def check_language(self, options: ExtractionRequest) -> None:
+        """Refuse a spoken language the request's model does not transcribe (400, language)."""
+        language = options.language or self.settings.asr_language
+        if language is not None:
+            self.models.check_language(language, options.model)
 
     # -- OCR ------------------------------------------------------------------------------
 
@@ -303,13 +309,7 @@ class Extractor:
         if options.speakers == "auto":
             self.speakers.require()
         language = options.language or self.settings.asr_language
-        if language is not None:
-            known = speech.languages()
-            if language not in known:
-                raise InvalidParameter(
-                    f"language {language!r} is not one this model transcribes"
-                    f" ({', '.join(sorted(known)[:12])}{', ...' if len(known) > 12 else ''})"
-                )
+        self.check_language(options)  # the engine is loaded: its own languages
         with timings.stage("decode"):
             audio = decode_spooled(
                 path, workdir, max_seconds=self.settings.max_audio_seconds,

@@ -90,3 +90,25 @@ def test_a_failed_job_s_error_names_no_server_path(tmp_path: Path) -> None:
     assert job["status"] == "failed"
     _no_server_path(job["error"]["message"], str(tmp_path))
     assert job["error"] == sync.json()["error"]  # as the synchronous reply says it
+
+
+@pytest.mark.parametrize("language", ["xx", "de"])  # unknown to Whisper; not in tiny.en
+def test_a_language_the_model_lacks_is_refused_at_submit_as_extract_refuses_it(
+    make_app: Callable[..., Flask], tmp_path: Path, speech_wav: bytes, language: str
+) -> None:
+    app = make_app(data_dir=str(tmp_path / "data"), job_workers=0)
+    client = app.test_client()
+    replies = [
+        client.post(
+            path,
+            query_string={"language": language},
+            data={"upload": (io.BytesIO(speech_wav), "speech.wav")},
+            content_type="multipart/form-data",
+        )
+        for path in ("/extract", "/v1/jobs")
+    ]
+    errors = [reply.get_json()["error"] for reply in replies]
+    assert [reply.status_code for reply in replies] == [400, 400], errors
+    assert errors[0] == errors[1] and errors[0]["param"] == "language", errors
+    listed = client.get("/v1/jobs").get_json()
+    assert listed["data"] == [], "the refused job was not queued"
