@@ -102,7 +102,8 @@ def test_the_embedding_leaves_memory_and_the_model_hears_the_same(
     [mapped_file] = seen["files"]
     assert Path(mapped_file).parent == cache
     # Every word, time and probability the same as the model loaded as CTranslate2 loads it.
-    assert seen["mapped"] == seen["plain"] and "sunny" in seen["plain"][0][0].lower()
+    # (Which words is the CPU's: the two runs agree, and they heard some.)
+    assert seen["mapped"] == seen["plain"] and seen["plain"][0][0].split()
     # With MKL (CTranslate2 packs the output layer's own copy), decoding read a few rows of it:
     # a page per token, no read-around. Without (any other CPU), the output layer multiplies by
     # the whole matrix at each token: all of it, and nothing else. Released after, either way.
