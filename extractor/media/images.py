@@ -48,7 +48,7 @@ class PageImage:
 
 
 @contextmanager
-def _pillow_errors(what: str) -> Iterator[None]:
+def pillow_errors(what: str) -> Iterator[None]:
     try:
         yield
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
@@ -106,7 +106,7 @@ def image_pages(
     ``ocr_pixels`` (0: never) is scaled down to that many in a process of its own
     (``media.shrink``, its address space capped at ``memory_mb``, killed at ``deadline``), so
     its pixels decoded whole never stand in the worker."""
-    with _pillow_errors("the image"), Image.open(path) as image:
+    with pillow_errors("the image"), Image.open(path) as image:
         check_pixels(image.width, image.height, "the image", weight(image))
         frames = getattr(image, "n_frames", 1) if image.format == "TIFF" else 1
         if frames > max_pages:
@@ -140,7 +140,7 @@ def image_pages(
 def scale_frame(path: Path, workdir: Path, index: int, ocr_pixels: int) -> PageImage:
     """Page ``index`` of the image at ``path`` in grey, scaled to ``ocr_pixels`` (``_scaled``)
     into ``workdir``: what ``media.shrink`` runs, in its own process."""
-    with _pillow_errors(f"page {index + 1} of the image"), Image.open(path) as image:
+    with pillow_errors(f"page {index + 1} of the image"), Image.open(path) as image:
         image.seek(index)
         orientation = _orientation(image)
         upload = image.size[::-1] if orientation in (5, 6, 7, 8) else image.size
