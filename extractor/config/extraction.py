@@ -116,8 +116,27 @@ class Settings(JobSettings, EngineSettings):
     secret: str | None = setting(
         None,
         "",
-        "Shared secret: when set, requests need 'Authorization: Bearer <secret>'.",
+        "Shared secret: when set, requests need 'Authorization: Bearer <secret>' (or a named"
+        " key of EXTRACTOR_API_KEYS). Its holders are one identity, `shared` in the metrics:"
+        " they see and cancel the jobs submitted with it (or with no secret), never a named"
+        " key's, so existing clients keep working while no key's jobs or callback URLs reach"
+        " whoever holds the one secret everyone shared.",
         secret=True,
+    )
+    api_keys: str | None = setting(
+        None,
+        "",
+        "File of named API keys, one `name:key` a line (`#` comments and blank lines ignored;"
+        " a name is 1-32 of A-Z a-z 0-9 _ . - and neither `shared` nor `none`; a key is 16 or"
+        " more characters without spaces; one name may have several keys, for a rotation)."
+        " When set, requests need one of its keys (or EXTRACTOR_SECRET) as 'Authorization:"
+        " Bearer <key>'; each key's jobs are visible and cancellable with a key of its name"
+        " only (another's are a 404), the metrics count requests by its name (label `key`),"
+        " and its live streams count against EXTRACTOR_REALTIME_SESSIONS_PER_CLIENT by name"
+        " too. Re-read when it changes (checked on every request; replace it by renaming a new"
+        " file over it): an added key works and a removed one is refused without a restart. A"
+        " file that cannot be read or parsed then keeps the keys read last (an error is"
+        " logged); at start it stops the server.",
     )
     default_format: str = setting(
         "json",
@@ -164,8 +183,8 @@ class Settings(JobSettings, EngineSettings):
     metrics_require_secret: bool = setting(
         False,
         "",
-        "Put /metrics behind EXTRACTOR_SECRET too (off: scrapers need no secret, and the"
-        " numbers hold no request content).",
+        "Put /metrics behind EXTRACTOR_SECRET too (or any key of EXTRACTOR_API_KEYS; off:"
+        " scrapers need no secret, and the numbers hold no request content).",
     )
     # -- limits ---------------------------------------------------------------------------
     max_upload_bytes: int = setting(
@@ -250,9 +269,10 @@ class Settings(JobSettings, EngineSettings):
         2,
         "sessions",
         "Live transcription streams one client address may hold at once, over all the"
-        " server's workers; one more gets an `error` (code client_session_limit_reached) and"
-        " close 1013, so one client cannot take every place. Behind a proxy every client has"
-        " its address: raise it there.",
+        " server's workers, and as many one named API key may (EXTRACTOR_API_KEYS; the shared"
+        " secret is not counted as a key); one more gets an `error` (code"
+        " client_session_limit_reached) and close 1013, so one client cannot take every place."
+        " Behind a proxy every client has its address: raise it there.",
         at_least=1,
     )
     realtime_max_append_bytes: int = setting(

@@ -23,9 +23,10 @@ non-blocking. Bounds, each a setting (``RealtimeLimits``):
   messages do not count): ``error`` ``idle_timeout``, close 1001; a session older than
   ``session_seconds``: ``error`` ``session_expired``, close 1001; one stream more than
   ``sessions``: ``error`` ``session_limit_reached``, close 1013; one more than
-  ``sessions_per_client`` from one client address, over all the workers (``room``): ``error``
-  ``client_session_limit_reached``, close 1013; the worker stopping: 1012; a frame that breaks
-  the protocol (wsproto cannot parse it): 1002; a session whose decoding failed: 1011.
+  ``sessions_per_client`` from one client address or one named API key, over all the workers
+  (``room``): ``error`` ``client_session_limit_reached``, close 1013; the worker stopping:
+  1012; a frame that breaks the protocol (wsproto cannot parse it): 1002; a session whose
+  decoding failed: 1011.
 
 A session's place is given back (to the scheduler, and to the address's count) as soon as its
 connection starts closing, whoever closes it and why, not when the close handshake ends.
@@ -57,6 +58,7 @@ from wsproto.events import (
 )
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
+from ..web.credentials import Credentials
 from . import handshake, metrics
 from .events import EDGE_CHARS, ProtocolError, audio_too_large, event_id_in
 from .scheduler import Scheduler
@@ -90,9 +92,11 @@ class RealtimeLimits:
 class LiveConnection:
     """One accepted WebSocket and its session; every method runs in the main loop."""
 
-    def __init__(self, server: RealtimeServer, conn: Any, ws: WSConnection) -> None:
+    def __init__(self, server: RealtimeServer, conn: Any, ws: WSConnection, key: str) -> None:
         self.server, self.conn, self.ws = server, conn, ws
-        self.address = client_address(conn)
+        self.address = handshake.client_address(conn)
+        # Whom its stream counts against: its address, and its named key's name if it has one.
+        self.clients = (self.address, f"key:{key}") if key else (self.address,)
         self.session: Session | None = None
         self.released = False  # the session's place is given back (the connection is closing)
         self.out = bytearray()  # bytes for the socket not yet taken by it
@@ -319,19 +323,13 @@ class LiveConnection:
             )
 
 
-def client_address(conn: Any) -> str:
-    """The client's address (its host, without the port)."""
-    client = getattr(conn, "client", None)
-    return str(client[0]) if isinstance(client, tuple | list) and client else str(client or "")
-
-
 class RealtimeServer:
     """A worker's live sessions: the handshake, the connections, their limits."""
 
     def __init__(
-        self, worker: Any, scheduler: Scheduler, limits: RealtimeLimits, secret: str | None
+        self, worker: Any, scheduler: Scheduler, limits: RealtimeLimits, keys: Credentials
     ) -> None:
-        self.worker, self.scheduler, self.limits, self.secret = worker, scheduler, limits, secret
+        self.worker, self.scheduler, self.limits, self.keys = worker, scheduler, limits, keys
         self.connections: dict[LiveConnection, None] = {}
         # The streams a client address holds on the other workers, and where this worker tells
         # them the addresses of its own (the server's ``LiveRoom``; alone: none, nowhere).
@@ -357,15 +355,16 @@ class RealtimeServer:
         headers = {
             k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.extra_headers
         }
-        verdict = handshake.check(request.target, headers, request.subprotocols, self.secret)
+        verdict = handshake.check(request.target, headers, request.subprotocols, self.keys)
         if isinstance(verdict, handshake.Refused):
             self.refuse(conn, ws, verdict)
             return
-        live = LiveConnection(self, conn, ws)
+        identity = verdict.identity
+        live = LiveConnection(self, conn, ws, identity.name if identity.keyed else "")
         self.connections[live] = None
-        live.out += ws.send(AcceptConnection(subprotocol=verdict))
-        # A full worker says so first: the address's cap is then moot.
-        held = len(self.holders(live.address)) + self.clients_elsewhere(live.address)
+        live.out += ws.send(AcceptConnection(subprotocol=verdict.subprotocol))
+        # A full worker says so first: the address's (or key's) cap is then moot.
+        held = max(len(self.holders(c)) + self.clients_elsewhere(c) for c in live.clients)
         session = None
         if self.scheduler.room and held < self.limits.sessions_per_client:
             session = self.scheduler.open(
@@ -375,8 +374,8 @@ class RealtimeServer:
             live.fail(
                 ProtocolError(
                     "client_session_limit_reached",
-                    f"this client address holds {held} live sessions, the most one may"
-                    " (EXTRACTOR_REALTIME_SESSIONS_PER_CLIENT); close one first",
+                    f"this client address or API key holds {held} live sessions, the most"
+                    " one may (EXTRACTOR_REALTIME_SESSIONS_PER_CLIENT); close one first",
                     close_code=TRY_LATER,
                 )
             )
@@ -393,7 +392,7 @@ class RealtimeServer:
             )
             return
         live.session = session
-        self.on_clients([c.address for c in self.connections if c.holds])
+        self.on_clients([name for c in self.connections if c.holds for name in c.clients])
         live.receive(b"")  # frames that came with the handshake
         live.flush()
 
@@ -416,9 +415,9 @@ class RealtimeServer:
             conn.sock.send(data)
         self.worker.linger_close(conn)
 
-    def holders(self, address: str) -> list[LiveConnection]:
-        """This worker's connections holding a session for ``address``."""
-        return [c for c in self.connections if c.holds and c.address == address]
+    def holders(self, client: str) -> list[LiveConnection]:
+        """This worker's connections holding a session for ``client`` (address or key)."""
+        return [c for c in self.connections if c.holds and client in c.clients]
 
     def release(self, live: LiveConnection) -> None:
         """Give back ``live``'s place at once (its connection is closing or gone)."""
@@ -426,7 +425,7 @@ class RealtimeServer:
             return
         live.released = True
         self.scheduler.close(live.session)
-        self.on_clients([c.address for c in self.connections if c.holds])
+        self.on_clients([name for c in self.connections if c.holds for name in c.clients])
 
     def end(self, live: LiveConnection, *, linger: bool) -> None:
         if live not in self.connections:

@@ -3,9 +3,10 @@
 Checked on the request head alone, before the connection is accepted, so a client without the
 secret never gets a byte of audio read:
 
-- the secret (EXTRACTOR_SECRET), as ``Authorization: Bearer <secret>`` (the openai client's
-  way), as the subprotocol ``openai-insecure-api-key.<secret>`` (browsers, which cannot set
-  headers on a WebSocket; the server then selects the ``realtime`` subprotocol they also
+- a credential (EXTRACTOR_SECRET or a key of EXTRACTOR_API_KEYS, judged by
+  ``web.credentials`` as on every route), as ``Authorization: Bearer <key>`` (the openai
+  client's way), as the subprotocol ``openai-insecure-api-key.<key>`` (browsers, which cannot
+  set headers on a WebSocket; the server then selects the ``realtime`` subprotocol they also
   offer), or as an ``api_key`` query parameter;
 - ``intent=transcription``: this server has no speech-to-speech model, so a client asking
   for a conversation (``model=gpt-realtime`` without the intent) is told so with a 400.
@@ -13,10 +14,12 @@ secret never gets a byte of audio read:
 
 from __future__ import annotations
 
-import hmac
 import json
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from ..web.credentials import Credentials, Identity, bearer_token
 
 PATH = "/v1/realtime"
 KEY_PROTOCOL = "openai-insecure-api-key."
@@ -40,21 +43,36 @@ class Refused:
         return json.dumps({"error": error}).encode()
 
 
+def client_address(conn: Any) -> str:
+    """The client's address (its host, without the port)."""
+    client = getattr(conn, "client", None)
+    return str(client[0]) if isinstance(client, tuple | list) and client else str(client or "")
+
+
 def serves(path: str) -> bool:
     return path.rstrip("/") == PATH
 
 
+@dataclass(frozen=True)
+class Admitted:
+    """A handshake to accept: the subprotocol to select (None: none) and who connects."""
+
+    subprotocol: str | None
+    identity: Identity
+
+
 def check(
-    target: str, headers: dict[str, str], subprotocols: list[str], secret: str | None
-) -> Refused | str | None:
-    """A refusal, or the subprotocol to select (None: none)."""
+    target: str, headers: dict[str, str], subprotocols: list[str], keys: Credentials
+) -> Refused | Admitted:
+    """A refusal, or the connection admitted."""
     query = parse_qs(urlsplit(target).query)
-    if secret is not None and not _authorized(query, headers, subprotocols, secret):
+    identity = keys.identify_tokens(_offered(query, headers, subprotocols))
+    if identity is None:
         return Refused(
             401,
             "invalid_api_key",
-            "a valid secret is required: 'Authorization: Bearer <secret>', the subprotocol"
-            " 'openai-insecure-api-key.<secret>', or ?api_key=<secret>",
+            "a valid secret or key is required: 'Authorization: Bearer <key>', the"
+            " subprotocol 'openai-insecure-api-key.<key>', or ?api_key=<key>",
         )
     intent = query.get("intent", [""])[0]
     if intent != "transcription":
@@ -63,17 +81,15 @@ def check(
             "unsupported_intent",
             "this server transcribes only: connect to /v1/realtime?intent=transcription",
         )
-    return "realtime" if "realtime" in subprotocols else None
+    return Admitted("realtime" if "realtime" in subprotocols else None, identity)
 
 
-def _authorized(
-    query: dict[str, list[str]], headers: dict[str, str], subprotocols: list[str], secret: str
-) -> bool:
-    offered = []
-    scheme, _, token = headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer":
-        offered.append(token.strip())
+def _offered(
+    query: dict[str, list[str]], headers: dict[str, str], subprotocols: list[str]
+) -> list[str]:
+    """The tokens a client offers, in each of the three places it may put one."""
+    token = bearer_token(headers.get("authorization"))
+    offered = [] if token is None else [token]
     offered.extend(p[len(KEY_PROTOCOL) :] for p in subprotocols if p.startswith(KEY_PROTOCOL))
     offered.extend(query.get("api_key", []))
-    expected = secret.encode()
-    return any(hmac.compare_digest(token.encode(), expected) for token in offered)
+    return offered

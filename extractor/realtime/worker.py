@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ..web.credentials import credentials
 from .connection import RealtimeLimits, RealtimeServer
 from .decoder import WindowDecoder
 from .handshake import serves
@@ -52,7 +53,7 @@ def realtime_server(worker: Any, settings: Any) -> RealtimeServer | None:
         max_sessions=limits.sessions,
         max_append_bytes=limits.max_append_bytes,
     )
-    return RealtimeServer(worker, scheduler, limits, settings.secret)
+    return RealtimeServer(worker, scheduler, limits, credentials(settings))
 
 
 def _file_engine_model(worker: Any, settings: Any) -> Callable[[], Any] | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import json
 import os
 import time
@@ -19,6 +18,7 @@ from extractor.realtime.worker import RealtimeWorkerMixin
 from extractor.server.buffering_worker import BufferingThreadWorker
 from extractor.server.intake import Head, IntakeLimits, Refusal
 from extractor.web.app import MULTIPART_SLACK
+from extractor.web.credentials import Credentials, credentials
 from extractor.web.error_replies import error_document
 
 # How long a worker waits before competing for a new connection, per extraction it already has,
@@ -112,6 +112,7 @@ class EngineAwareThreadWorker(RealtimeWorkerMixin, BufferingThreadWorker):
 def intake_limits(settings: Settings) -> IntakeLimits:
     """How requests may arrive: deadlines, how many at once, how large (413 before the body
     is spooled; the app's own limit stays the authority)."""
+    keys = credentials(settings)  # forked into the workers, each re-reading a changed file
     return IntakeLimits(
         header_timeout=settings.header_timeout,
         body_timeout=settings.body_timeout,
@@ -120,20 +121,20 @@ def intake_limits(settings: Settings) -> IntakeLimits:
         send_timeout=settings.send_timeout,
         max_body_bytes=settings.max_upload_bytes + MULTIPART_SLACK,
         spool_dir=settings.tmp_dir,
-        admit=partial(_require_secret, settings.secret) if settings.secret else None,
+        admit=partial(_require_credential, keys) if keys.required else None,
     )
 
 
-def _require_secret(secret: str, head: Head) -> Refusal | None:
-    """Refuse an upload without ``Authorization: Bearer <secret>`` before its body arrives:
-    every endpoint that takes a body needs the secret (views.authorize checks it again), so
-    a client without it cannot make the server receive and spool 200 MB."""
-    scheme, _, token = head.fields.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), secret.encode()):
+def _require_credential(keys: Credentials, head: Head) -> Refusal | None:
+    """Refuse an upload without a credential (``Authorization: Bearer <secret or key>``)
+    before its body arrives: every endpoint that takes a body needs one (views.authorize
+    checks it again, with the same ``Credentials``), so a client without one cannot make the
+    server receive and spool 200 MB."""
+    if keys.identify(head.fields.get("authorization")) is not None:
         return None
     # The same error the app raises (views.authorize), rendered as the app renders it for
     # this path: OpenAI's shape under /v1 (code "invalid_api_key"), ours elsewhere.
-    error = Unauthorized("a valid 'Authorization: Bearer <secret>' header is required")
+    error = Unauthorized("a valid 'Authorization: Bearer <secret or key>' header is required")
     document = error_document(error, head.path)
     return Refusal(
         error.status,

@@ -13,6 +13,7 @@ from extractor.logs import configure_logging
 from extractor.pipeline.extraction import Extractor
 from extractor.replies.schemas import importable_validator
 from extractor.web import error_replies, metrics_view, openai_api
+from extractor.web.credentials import credentials
 from extractor.web.views import views
 
 MULTIPART_SLACK = 64 * 1024  # bytes of form framing allowed on top of the file itself
@@ -29,6 +30,7 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes + MULTIPART_SLACK
     app.config["SETTINGS"] = settings
+    credentials(settings)  # a bad EXTRACTOR_API_KEYS file stops the start here
     extractor = app.extensions["extractor"] = Extractor(settings)
     importable_validator()  # a broken contract file fails here, not on the first reply
     app.register_blueprint(views)

@@ -6,7 +6,6 @@ the one pipeline (``pipeline.reply.extract_reply``) and turn its result or error
 
 from __future__ import annotations
 
-import hmac
 import logging
 import time
 import uuid
@@ -21,6 +20,7 @@ from extractor.errors import MissingUpload, Unauthorized
 from extractor.pipeline.extraction import Extractor, Timings
 from extractor.pipeline.reply import extract_reply, reply_response, workspace
 from extractor.pipeline.request import Limits, read_request
+from extractor.web.credentials import Identity, credentials
 from extractor.web.openapi import load_openapi
 
 log = logging.getLogger("extractor.request")
@@ -111,15 +111,14 @@ def static_file(name: str) -> Response:
     return send_from_directory(STATIC_DIR, name)
 
 
-def authorize(settings: Settings) -> None:
-    """Require ``Authorization: Bearer <secret>`` when a secret is configured."""
-    if not settings.secret:
-        return
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        token.strip().encode(), settings.secret.encode()
-    ):
-        raise Unauthorized("a valid 'Authorization: Bearer <secret>' header is required")
+def authorize(settings: Settings) -> Identity:
+    """The request's identity (``credentials``: the shared secret or a named key, when either
+    is configured); ``Unauthorized`` without one. Kept in ``g.identity`` for the metrics."""
+    identity = credentials(settings).identify(request.headers.get("Authorization"))
+    if identity is None:
+        raise Unauthorized("a valid 'Authorization: Bearer <secret or key>' header is required")
+    g.identity = identity
+    return identity
 
 
 def request_limits(settings: Settings, extractor: Extractor) -> Limits:
