@@ -7,7 +7,8 @@ directory (``PROMETHEUS_MULTIPROC_DIR``, set before any worker imports prometheu
 variable (tests with a Flask test client, ``extractor extract``) the process registry is used.
 
 Every label takes its value from a small closed set (the route rule, never the raw path; a
-media kind; a format name; a status code), so no client can grow the number of series.
+media kind; a format name; a status code; the name of an API key the operator configured,
+never the key), so no client can grow the number of series.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 
 
 REQUESTS = Counter(
     "extractor_requests",
-    "Requests answered, by route, media kind, reply format and HTTP status.",
-    ("route", "kind", "format", "status"),
+    "Requests answered, by route, media kind, reply format, HTTP status and API key name"
+    " (`shared`: the shared secret; `none`: no credential, or none needed).",
+    ("route", "kind", "format", "status", "key"),
 )
 LATENCY = Histogram(
     "extractor_request_duration_seconds",

@@ -47,8 +47,14 @@ def test_counters_move_with_requests(make_app: Callable[..., Flask], png: bytes)
     assert reply.status_code == 200
     assert reply.content_type.startswith("text/plain; version=0.0.4")
     after = scrape(reply.get_data(as_text=True))
-    ok = {"route": "/extract", "kind": "image", "format": "json", "status": "200"}
-    refused = {"route": "/extract", "kind": "none", "format": "none", "status": "400"}
+    ok = {"route": "/extract", "kind": "image", "format": "json", "status": "200", "key": "none"}
+    refused = {
+        "route": "/extract",
+        "kind": "none",
+        "format": "none",
+        "status": "400",
+        "key": "none",
+    }
     for labels in (ok, refused):
         gained = value(after, "extractor_requests_total", **labels)
         assert gained - value(before, "extractor_requests_total", **labels) == 1
@@ -78,7 +84,7 @@ def test_unknown_paths_do_not_mint_series(make_app: Callable[..., Flask]) -> Non
     text = client.get("/metrics").get_data(as_text=True)
     assert "no-such-page" not in text
     assert value(scrape(text), "extractor_requests_total", route="unmatched", kind="none",
-                 format="none", status="404") >= 5  # fmt: skip
+                 format="none", status="404", key="none") >= 5  # fmt: skip
 
 
 def test_metrics_can_be_turned_off(make_app: Callable[..., Flask]) -> None:
@@ -118,7 +124,13 @@ def test_workers_add_up(server: tuple[str, Path], png: bytes) -> None:
     for _ in range(sent):
         reply = httpx.post(url + "/extract", files={"upload": ("scan.png", png)}, timeout=60)
         assert reply.status_code == 200
-    labels = {"route": "/extract", "kind": "image", "format": "json", "status": "200"}
+    labels = {
+        "route": "/extract",
+        "kind": "image",
+        "format": "json",
+        "status": "200",
+        "key": "none",
+    }
     # Whichever worker answers each scrape, the sum covers both workers' requests.
     for _ in range(4):
         after = scrape(httpx.get(url + "/metrics").text)

@@ -10,6 +10,7 @@ from prometheus_client import generate_latest
 
 from extractor import metrics
 from extractor.metrics_dir import TEXT_FORMAT
+from extractor.web.credentials import NOBODY
 
 blueprint = Blueprint("metrics", __name__)
 UNCOUNTED_ROUTES = frozenset({"/metrics", "/healthz", "/readyz"})
@@ -41,7 +42,10 @@ def _count(response: Response) -> Response:
     fields: dict[str, Any] = g.get("log_fields", {})
     kind = str(fields.get("kind") or "none")
     status = response.status_code
-    metrics.REQUESTS.labels(rule, kind, str(fields.get("format") or "none"), str(status)).inc()
+    # A key's name only once the key was checked: names come from the operator's keys file.
+    identity = g.get("identity")
+    key = identity.name if identity is not None else NOBODY
+    metrics.REQUESTS.labels(rule, kind, str(fields.get("format") or "none"), str(status), key).inc()
     started = g.get("started")
     if started is not None:
         metrics.LATENCY.labels(rule).observe(time.perf_counter() - started)
