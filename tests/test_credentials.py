@@ -1,4 +1,4 @@
-"""The one credential check (``web/credentials.py``): the shared secret and named API keys,
+"""The one credential check (``extractor/credentials.py``): the shared secret and named API keys,
 their file read again when it changes, every bad line refused naming it and never a key."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from extractor.config import SettingsError
-from extractor.web.credentials import (
+from extractor.credentials import (
     OPEN,
     SHARED_SECRET,
     Credentials,

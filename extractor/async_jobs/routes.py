@@ -21,6 +21,7 @@ from extractor.async_jobs.errors import InvalidCallback
 from extractor.async_jobs.options import read_options, stored_options
 from extractor.async_jobs.webhook import check_callback_url, policy_of
 from extractor.config import Settings
+from extractor.credentials import require_identity
 from extractor.errors import InvalidParameter, MissingUpload
 from extractor.net.errors import OutboundError
 from extractor.net.resolve import system_resolver
@@ -45,11 +46,8 @@ DEFAULT_PAGE = 20
 
 
 def authorize(settings: Settings) -> None:
-    """The same secret as every route (the web layer's check; imported when called, since
-    ``POST /extract`` hands ``Prefer: respond-async`` requests to this module)."""
-    from extractor.web import views
-
-    views.authorize(settings)
+    """The same credential check as every route (kept in ``g.identity`` for the metrics)."""
+    g.identity = require_identity(settings, request.headers.get("Authorization"))
 
 
 def _settings() -> Settings:

@@ -58,7 +58,7 @@ from wsproto.events import (
 )
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from ..web.credentials import Credentials
+from ..credentials import Credentials
 from . import handshake, metrics
 from .events import EDGE_CHARS, ProtocolError, audio_too_large, event_id_in
 from .scheduler import Scheduler

@@ -4,7 +4,7 @@ Checked on the request head alone, before the connection is accepted, so a clien
 secret never gets a byte of audio read:
 
 - a credential (EXTRACTOR_SECRET or a key of EXTRACTOR_API_KEYS, judged by
-  ``web.credentials`` as on every route), as ``Authorization: Bearer <key>`` (the openai
+  ``credentials`` as on every route), as ``Authorization: Bearer <key>`` (the openai
   client's way), as the subprotocol ``openai-insecure-api-key.<key>`` (browsers, which cannot
   set headers on a WebSocket; the server then selects the ``realtime`` subprotocol they also
   offer), or as an ``api_key`` query parameter;
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..web.credentials import Credentials, Identity, bearer_token
+from ..credentials import Credentials, Identity, bearer_token
 
 PATH = "/v1/realtime"
 KEY_PROTOCOL = "openai-insecure-api-key."

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..web.credentials import credentials
+from ..credentials import credentials
 from .connection import RealtimeLimits, RealtimeServer
 from .decoder import WindowDecoder
 from .handshake import serves

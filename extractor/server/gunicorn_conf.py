@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any
 
 from extractor.config import Settings
+from extractor.credentials import REFUSED, Credentials, credentials
 from extractor.errors import Unauthorized
 from extractor.library_pages import release_mapped_library_pages
 from extractor.media.workdirs import sweep
@@ -18,7 +19,6 @@ from extractor.realtime.worker import RealtimeWorkerMixin
 from extractor.server.buffering_worker import BufferingThreadWorker
 from extractor.server.intake import Head, IntakeLimits, Refusal
 from extractor.web.app import MULTIPART_SLACK
-from extractor.web.credentials import Credentials, credentials
 from extractor.web.error_replies import error_document
 
 # How long a worker waits before competing for a new connection, per extraction it already has,
@@ -134,7 +134,7 @@ def _require_credential(keys: Credentials, head: Head) -> Refusal | None:
         return None
     # The same error the app raises (views.authorize), rendered as the app renders it for
     # this path: OpenAI's shape under /v1 (code "invalid_api_key"), ours elsewhere.
-    error = Unauthorized("a valid 'Authorization: Bearer <secret or key>' header is required")
+    error = Unauthorized(REFUSED)
     document = error_document(error, head.path)
     return Refusal(
         error.status,

@@ -9,11 +9,11 @@ from flask import Flask
 
 from extractor.async_jobs.install import install_jobs
 from extractor.config import Settings
+from extractor.credentials import credentials
 from extractor.logs import configure_logging
 from extractor.pipeline.extraction import Extractor
 from extractor.replies.schemas import importable_validator
 from extractor.web import error_replies, metrics_view, openai_api
-from extractor.web.credentials import credentials
 from extractor.web.views import views
 
 MULTIPART_SLACK = 64 * 1024  # bytes of form framing allowed on top of the file itself

@@ -9,8 +9,8 @@ from flask import Blueprint, Flask, Response, current_app, g, request
 from prometheus_client import generate_latest
 
 from extractor import metrics
+from extractor.credentials import NOBODY
 from extractor.metrics_dir import TEXT_FORMAT
-from extractor.web.credentials import NOBODY
 
 blueprint = Blueprint("metrics", __name__)
 UNCOUNTED_ROUTES = frozenset({"/metrics", "/healthz", "/readyz"})

@@ -16,11 +16,11 @@ from flask import Blueprint, Response, current_app, g, jsonify, request, send_fr
 
 from extractor.async_jobs.routes import prefers_async, submit_job
 from extractor.config import Settings
-from extractor.errors import MissingUpload, Unauthorized
+from extractor.credentials import Identity, require_identity
+from extractor.errors import MissingUpload
 from extractor.pipeline.extraction import Extractor, Timings
 from extractor.pipeline.reply import extract_reply, reply_response, workspace
 from extractor.pipeline.request import Limits, read_request
-from extractor.web.credentials import Identity, credentials
 from extractor.web.openapi import load_openapi
 
 log = logging.getLogger("extractor.request")
@@ -112,13 +112,10 @@ def static_file(name: str) -> Response:
 
 
 def authorize(settings: Settings) -> Identity:
-    """The request's identity (``credentials``: the shared secret or a named key, when either
-    is configured); ``Unauthorized`` without one. Kept in ``g.identity`` for the metrics."""
-    identity = credentials(settings).identify(request.headers.get("Authorization"))
-    if identity is None:
-        raise Unauthorized("a valid 'Authorization: Bearer <secret or key>' header is required")
-    g.identity = identity
-    return identity
+    """The request's identity (the shared secret or a named key, when either is configured;
+    ``credentials.py`` judges), else ``Unauthorized``. Kept in ``g.identity`` for the metrics."""
+    g.identity = require_identity(settings, request.headers.get("Authorization"))
+    return g.identity
 
 
 def request_limits(settings: Settings, extractor: Extractor) -> Limits:

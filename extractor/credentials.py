@@ -1,6 +1,7 @@
 """Who a request is: the one check of a bearer token, used by every entrance (the routes'
-``views.authorize``, the worker's refusal of an upload before its body arrives in
-``server/gunicorn_conf.py``, the live WebSocket's handshake in ``realtime/handshake.py``).
+``web/views.authorize`` and the job routes, the worker's refusal of an upload before its body
+arrives in ``server/gunicorn_conf.py``, the live WebSocket's handshake in
+``realtime/handshake.py``). In the base layer, so that each of them imports it from below.
 
 Two kinds of credential: the shared secret (``EXTRACTOR_SECRET``, the identity ``shared``)
 and named API keys (``EXTRACTOR_API_KEYS``, a file of ``name:key`` lines re-read when it
@@ -24,6 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from extractor.config import Settings, SettingsError
+from extractor.errors import Unauthorized
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,7 @@ SHARED = "shared"  # the shared secret's identity (its metrics label)
 NOBODY = "none"  # the metrics label of a request with no identity (refused, or none needed)
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
 MIN_KEY_CHARS = 16
+REFUSED = "a valid 'Authorization: Bearer <secret or key>' header is required"
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,14 @@ class Credentials:
         return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
+def require_identity(settings: Settings, authorization: str | None) -> Identity:
+    """The identity of an ``Authorization`` header, or ``Unauthorized`` (401)."""
+    identity = credentials(settings).identify(authorization)
+    if identity is None:
+        raise Unauthorized(REFUSED)
+    return identity
+
+
 @lru_cache(maxsize=8)
 def _credentials(secret: str | None, keys_file: str | None) -> Credentials:
     return Credentials(secret, keys_file)
@@ -183,6 +194,7 @@ def credentials(settings: Settings) -> Credentials:
 __all__ = [
     "NOBODY",
     "OPEN",
+    "REFUSED",
     "SHARED",
     "SHARED_SECRET",
     "Credentials",
@@ -191,4 +203,5 @@ __all__ = [
     "bearer_token",
     "credentials",
     "parse_keys",
+    "require_identity",
 ]
