@@ -77,7 +77,11 @@ def choose_format(
         chosen = FORMATS.get(format_param.lower())
         if chosen is None or chosen not in offered:
             names = ", ".join(f.name for f in offered)
-            raise InvalidParameter(f"format must be one of {names}, not {format_param!r}")
+            kind = "audio" if audio else "an image or a PDF"
+            fits = f" (the upload is {kind})" if chosen is not None else ""
+            raise InvalidParameter(
+                f"format must be one of {names}, not {format_param!r}{fits}", param="format"
+            )
         return chosen
     ranges = parse_accept(accept or "")
     if not accept or not accept.strip() or not ranges:
