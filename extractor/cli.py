@@ -81,7 +81,13 @@ def _extract(args: argparse.Namespace) -> int:
     try:
         with workspace(settings) as workdir:
             reply = extract_reply(extractor, path, path.name, workdir, wanted, json_indent=2)
-            sys.stdout.write(reply.text())  # a long document's is a file in workdir
+            if reply.format.scanned:  # a PDF: its bytes as they are
+                sys.stdout.flush()
+                for piece in reply.pieces():
+                    sys.stdout.buffer.write(piece)
+                sys.stdout.buffer.flush()
+            else:
+                sys.stdout.write(reply.text())  # a long document's is a file in workdir
     except ExtractorError as exc:
         print(json.dumps(exc.to_json()), file=sys.stderr)
         return 1

@@ -22,6 +22,7 @@ from extractor.media.workdirs import request_workdir
 from extractor.pipeline.extraction import Extractor, Timings
 from extractor.pipeline.negotiate import choose_format
 from extractor.pipeline.request import ExtractionRequest
+from extractor.pipeline.scans import write_pdf_reply
 from extractor.replies.formats import ReplyFormat
 from extractor.replies.importable import Document
 from extractor.replies.schemas import importable_validator
@@ -53,7 +54,7 @@ class Reply:
     document: Document
     format: ReplyFormat
     body: str | None  # what to send: the text, or the JSON serialized; None: in ``spooled``
-    spooled: Path | None = None  # the rendered reply, UTF-8, when not in ``body``
+    spooled: Path | None = None  # the rendered reply (UTF-8 but a PDF's), when not in ``body``
 
     @property
     def size(self) -> int:
@@ -110,7 +111,12 @@ def extract_reply(
     fields["format"] = reply_format.name
     document = extractor.extract(path, reply_name(name), sniffed, workdir, request, timings)
     with timings.stage("render"):
-        reply = document_reply(document, reply_format, workdir, settings, json_indent)
+        if reply_format.scanned:  # drawn over the upload's pages, while it is here
+            reply = Reply(document, reply_format, None, workdir / REPLY_NAME)
+            assert reply.spooled is not None
+            write_pdf_reply(document, path, sniffed, workdir, settings, reply.spooled)
+        else:
+            reply = document_reply(document, reply_format, workdir, settings, json_indent)
     log_document(document, fields)
     return reply
 

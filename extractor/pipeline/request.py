@@ -214,7 +214,8 @@ class ExtractionRequest:
     format: str | None = option(
         None, Choice(tuple(FORMATS), fold_case=True),
         """Reply format; wins over the Accept header. `vtt` and `srt` are for audio only,
-        `hocr`, `alto` and `tsv` for images and PDFs only (400 otherwise). Case-insensitive.
+        `hocr`, `alto`, `tsv` and `pdf` (a searchable PDF) for images and PDFs only (400
+        otherwise). Case-insensitive.
         The OpenAI route answers in its own `response_format` instead.""",
     )  # fmt: skip
     language: str | None = option(

@@ -16,6 +16,7 @@ from html import escape
 from itertools import groupby
 from typing import Any
 
+from extractor.errors import NotAcceptable
 from extractor.replies.importable import (
     BoundingBox,
     Document,
@@ -47,6 +48,9 @@ class ReplyFormat:
     kinds: frozenset[DocumentKind]  # the documents it can render; others: 400 (?format=) or 406
     render: Callable[[Document], Body] = field(repr=False, compare=False)
     summary: str = field(default="", compare=False)  # what the OpenAPI file says it holds
+    # Drawn over the upload's page images (replies.pdf), which the Document does not hold:
+    # rendered only where the upload is at hand (pipeline.reply), never by ``render``.
+    scanned: bool = False
 
     @property
     def essence(self) -> str:
@@ -109,8 +113,8 @@ def _layout(document: Document) -> Iterator[tuple[Page, tuple[_Block, ...]]]:
     Lines keep the engine's reading order; consecutive lines with the same block and paragraph
     numbers form one paragraph. An engine that gives no numbers makes one block per page.
     """
-    for page, page_lines in _page_lines(document):
-        lines = [line for line in page_lines if any(w.box is not None for w in line.words)]
+    for page, on_page in page_lines(document):
+        lines = [line for line in on_page if any(w.box is not None for w in line.words)]
         blocks = []
         for b, (_block, in_block) in enumerate(groupby(lines, key=lambda ln: ln.block), start=1):
             paragraphs = tuple(
@@ -123,7 +127,7 @@ def _layout(document: Document) -> Iterator[tuple[Page, tuple[_Block, ...]]]:
         yield page, tuple(blocks)
 
 
-def _page_lines(document: Document) -> Iterator[tuple[Page, Sequence[Line]]]:
+def page_lines(document: Document) -> Iterator[tuple[Page, Sequence[Line]]]:
     """Each page with its lines: a spooled document's read a page at a time (its spool holds
     one entry per page, in order), another's grouped by ``page_index``."""
     if isinstance(document.lines, SpooledLines):
@@ -317,6 +321,13 @@ def to_tsv(document: Document) -> str:
     return "".join(tsv_pieces(document))
 
 
+def _needs_the_pages(document: Document) -> Body:
+    raise NotAcceptable(
+        f"format=pdf draws each page's image, which {document.name!r} no longer has here:"
+        " ask for it with the upload (POST /extract, or a job submitted with format=pdf)"
+    )
+
+
 # -- the registry -------------------------------------------------------------------------
 
 # Order matters: a wildcard Accept (``text/*``) that several formats match equally goes to the
@@ -341,6 +352,9 @@ FORMATS: dict[str, ReplyFormat] = {
         ReplyFormat("tsv", "text/tab-separated-values; charset=utf-8", OCR, to_tsv,
                     "Tesseract's TSV: a row per page, block, paragraph, line and word with"
                     " its box and confidence (images and PDFs only)."),
+        ReplyFormat("pdf", "application/pdf", OCR, _needs_the_pages,
+                    "A searchable PDF: each page's image with the recognised words invisible"
+                    " at their boxes, PDF/A-2b (images and PDFs only).", scanned=True),
     )
 }  # fmt: skip
 JSON = FORMATS["json"]

@@ -1,0 +1,168 @@
+"""The searchable PDF reply (``format=pdf``): real Tesseract runs through ``POST /extract``, a
+real server, and the command line, read back with poppler's ``pdftotext`` and ``pdfinfo``.
+
+The PDF's text must be the text/plain reply's lines; its pages the upload's, at their size.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from flask.testing import FlaskClient
+from PIL import Image
+from support import PAGE_ONE, PAGE_TWO, have, post_file, start_server, stop_server
+
+from extractor import samples
+from extractor.pipeline.scans import encode_scan
+from extractor.replies.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
+from extractor.replies.pdf import write_searchable_pdf
+
+pytestmark = pytest.mark.skipif(not have("pdftotext"), reason="poppler-utils is not installed")
+
+
+def normalised(text: str) -> list[str]:
+    """The non-blank lines of ``text``, each with its runs of whitespace made one space."""
+    return [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+
+
+def pdf_text(data: bytes, tmp_path: Path, *args: str) -> str:
+    path = tmp_path / "reply.pdf"
+    path.write_bytes(data)
+    return subprocess.run(
+        ["pdftotext", *args, str(path), "-"], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def page_sizes(data: bytes, tmp_path: Path) -> list[tuple[float, float]]:
+    """Each page's size in points, as ``pdfinfo`` reads it."""
+    path = tmp_path / "sizes.pdf"
+    path.write_bytes(data)
+    info = subprocess.run(
+        ["pdfinfo", "-f", "1", "-l", "999", str(path)], capture_output=True, text=True, check=True
+    ).stdout
+    found = re.findall(r"Page +\d+ size: +([\d.]+) x ([\d.]+) pts", info)
+    return [(float(w), float(h)) for w, h in found]
+
+
+@pytest.fixture(scope="module")
+def png() -> bytes:
+    page = samples.text_page([*PAGE_ONE, "Order (18) & <tools> 100%"], size=(1240, 600))
+    return samples.encode_image(page.image, "PNG")
+
+
+@pytest.fixture(scope="module")
+def three_page_pdf() -> bytes:
+    pages = [samples.text_page([PAGE_ONE, PAGE_TWO][i % 2], page=i) for i in range(3)]
+    return samples.pdf(pages, dpi=150)
+
+
+def test_an_image_answers_a_pdf_whose_text_is_the_text_reply(
+    client: FlaskClient, png: bytes, tmp_path: Path
+) -> None:
+    reply = post_file(client, png, "page.png", query="?format=pdf")
+    assert (reply.status_code, reply.mimetype) == (200, "application/pdf"), reply.get_data()
+    data = reply.get_data()
+    assert data.startswith(b"%PDF-1.7\n") and data.endswith(b"%%EOF\n")
+    text = post_file(client, png, "page.png", query="?format=text").get_data(as_text=True)
+    assert normalised(pdf_text(data, tmp_path)) == normalised(text)
+    assert normalised(pdf_text(data, tmp_path, "-layout")) == normalised(text)
+    # A PNG that states no resolution is drawn at 300 dpi: 1240 x 600 pixels.
+    assert page_sizes(data, tmp_path) == [(297.6, 144.0)]
+
+
+def test_a_pdf_answers_its_pages_at_their_size_with_their_text(
+    client: FlaskClient, three_page_pdf: bytes, tmp_path: Path
+) -> None:
+    reply = post_file(client, three_page_pdf, "three.pdf", accept="application/pdf")
+    assert (reply.status_code, reply.mimetype) == (200, "application/pdf"), reply.get_data()
+    data = reply.get_data()
+    text = post_file(client, three_page_pdf, "three.pdf", accept="text/plain")
+    assert normalised(pdf_text(data, tmp_path)) == normalised(text.get_data(as_text=True))
+    # The upload's A4 pages (1240 x 1754 pixels at 150 dpi), each with its own lines.
+    # (within a pixel at EXTRACTOR_PDF_DPI: they are rendered to whole pixels and back)
+    assert page_sizes(data, tmp_path) == [pytest.approx((595.2, 841.92), abs=0.5)] * 3
+    for number, lines in enumerate([PAGE_ONE, PAGE_TWO, PAGE_ONE], start=1):
+        page = pdf_text(data, tmp_path, "-f", str(number), "-l", str(number))
+        assert normalised(page) == lines
+
+
+@pytest.mark.parametrize(
+    ("query", "accept", "status", "param"),
+    [
+        ("?format=pdf", None, 400, "format"),
+        ("?format=PDF", "application/pdf", 400, "format"),
+        ("", "application/pdf", 406, None),
+    ],
+)
+def test_audio_cannot_be_answered_in_pdf(
+    client: FlaskClient, query: str, accept: str | None, status: int, param: str | None
+) -> None:
+    wav = samples.silence_and_noise(1.0)
+    reply = post_file(client, wav, "noise.wav", query=query, accept=accept)
+    assert reply.status_code == status
+    error = reply.get_json()["error"]
+    assert error.get("param") == param
+    if param:
+        assert "pdf" in error["message"] and "audio" in error["message"]
+
+
+def _line(words: list[str], top: int) -> Line:
+    placed, left = [], 100
+    for text in words:
+        width = 24 * len(text)
+        placed.append(Word(text, BoundingBox(left, top, left + width, top + 40)))
+        left += width + 30
+    return Line(tuple(placed), page_index=0)
+
+
+def test_any_script_and_pdf_syntax_survive_in_the_text_layer(tmp_path: Path) -> None:
+    """Words Helvetica cannot spell go through the Type0 font and come back as they were;
+    parentheses and backslashes are escaped; the file says it is PDF/A-2b."""
+    rows = [["Prix", "(net)", "d\\ü"], ["Ελληνικά", "日本語", "ﬁne", "😀"], ["a", "b"]]
+    document = Document(
+        "scan (1).png", DocumentKind.OCR,
+        tuple(_line(words, 100 + 100 * n) for n, words in enumerate(rows)), (Page(0, 1240, 600),),
+    )  # fmt: skip
+    out = io.BytesIO()
+    write_searchable_pdf(document, iter([encode_scan(Image.new("L", (620, 300), 255), 150)]), out)
+    data = out.getvalue()
+    assert normalised(pdf_text(data, tmp_path)) == [" ".join(words) for words in rows]
+    assert b"<pdfaid:part>2</pdfaid:part>" in data and b"/S /GTS_PDFA1" in data
+    # Every cross-reference entry points at its object.
+    start = int(data.rsplit(b"startxref\n", 1)[1].split()[0])
+    offsets = re.findall(rb"(\d{10}) 00000 n ", data[start:])
+    for number, offset in enumerate(offsets, start=1):
+        assert data[int(offset) :].startswith(b"%d 0 obj\n" % number)
+
+
+def test_the_command_line_writes_the_pdf_to_stdout(png: bytes, tmp_path: Path) -> None:
+    image = tmp_path / "page.png"
+    image.write_bytes(png)
+    done = subprocess.run(
+        [sys.executable, "-m", "extractor.cli", "extract", str(image), "--format", "pdf"],
+        capture_output=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(b"%PDF-") and done.stdout.endswith(b"%%EOF\n")
+    assert normalised(pdf_text(done.stdout, tmp_path))[:2] == PAGE_ONE
+
+
+def test_over_gunicorn_a_long_pdf_reply_is_sent_whole(
+    tmp_path: Path, three_page_pdf: bytes
+) -> None:
+    url, server = start_server("--workers", "1")
+    try:
+        files = {"upload": ("three.pdf", three_page_pdf, "application/pdf")}
+        reply = httpx.post(url + "/extract", params={"format": "pdf"}, files=files, timeout=300)
+        assert reply.status_code == 200 and reply.headers["Content-Type"] == "application/pdf"
+        assert reply.headers["Content-Length"] == str(len(reply.content))
+        assert len(page_sizes(reply.content, tmp_path)) == 3
+        assert normalised(pdf_text(reply.content, tmp_path)) == [*PAGE_ONE, *PAGE_TWO, *PAGE_ONE]
+    finally:
+        stop_server(server)
