@@ -1,10 +1,11 @@
 """Asynchronous extraction jobs on the project's job queue: submit, read, list, cancel, delete,
 fetch the result, and keep the database to EXTRACTOR_JOB_TTL_SECONDS.
 
-Every job belongs to one owner (``OWNER``): the deployment has one shared secret, so whoever
-holds it sees every job, by unguessable id (122 random bits). The client's address is the
-job's *tenant*: claims are fair between clients and the per-client cap of queued jobs counts
-by it.
+Every job belongs to the owner of the credential that submitted it (``owners.py``: a named
+API key's name, or the shared secret's one owner), and only that owner reads, lists, cancels
+or fetches it: another's job id is a 404, as an unknown one, and ids are unguessable anyway
+(122 random bits). The client's address is the job's *tenant*: claims are fair between
+clients and the per-client cap of queued jobs counts by it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ from extractor.jobs.db import Database
 log = logging.getLogger(__name__)
 
 KIND = "Extraction"  # the queue's job kind: ids read ExtractionQueue:<uuid4>
-OWNER = "extractor"  # one shared secret, one owner (see the module's docstring)
 STATUS_OF_NAME = {name: JobStatus(status) for status, name in STATUS_NAMES.items()}
 RETRY_AFTER_SECONDS = 30  # what a 429 tells a client over its cap to wait
 
@@ -218,6 +218,7 @@ class ExtractionJobs:
         format: str | None,
         callback_url: str | None,
         client: str,
+        owner: str,
     ) -> JobView:
         """Queue a job for the checked upload at ``upload``: the job row, the upload's chunks
         and our row in one transaction. ``TooManyJobs`` past the client's cap."""
@@ -235,7 +236,7 @@ class ExtractionJobs:
             if callback_url is not None:
                 self._check_pending_webhooks(session, client)
             record = queue.enqueue(
-                session, KIND, OWNER, {}, tenant=client, uploads=upload_chunks(upload, filename)
+                session, KIND, owner, {}, tenant=client, uploads=upload_chunks(upload, filename)
             )
             session.add(
                 ExtractionJob(
@@ -253,7 +254,7 @@ class ExtractionJobs:
                     created_at=record.created_at,
                 )
             )
-        found = self.get(record.id)
+        found = self.get(record.id, owner)
         assert found is not None
         return found
 
@@ -278,36 +279,43 @@ class ExtractionJobs:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def get(self, job_id: str) -> JobView | None:
-        """The job, or None when unknown or past its time to live."""
-        views = self.views([job_id])
+    def get(self, job_id: str, owner: str | None = None) -> JobView | None:
+        """The job, or None when unknown, past its time to live or not ``owner``'s (None:
+        whoever's, for the service's own bookkeeping)."""
+        views = self.views([job_id], owner=owner)
         return views[0] if views else None
 
-    def require(self, job_id: str) -> JobView:
-        """The job, or ``JobNotFound``."""
-        view = self.get(job_id)
+    def require(self, job_id: str, owner: str) -> JobView:
+        """The owner's job, or ``JobNotFound`` (another owner's job too: ids are not
+        confirmed)."""
+        view = self.get(job_id, owner)
         if view is None:
             raise JobNotFound(f"no job {job_id[:100]!r} (unknown, deleted or expired)")
         return view
 
     def page(
-        self, *, statuses: Sequence[str] = (), limit: int = 20, after: str | None = None
+        self, owner: str, *, statuses: Sequence[str] = (), limit: int = 20, after: str | None = None
     ) -> tuple[list[JobView], str | None]:
-        """Jobs newest first, ``limit`` at a time after the cursor ``after``; the next cursor."""
+        """The owner's jobs newest first, ``limit`` at a time after the cursor ``after``; the
+        next cursor."""
         wanted = [STATUS_OF_NAME[name] for name in statuses]
         with self._storage():
-            page = self.queue.list_jobs(OWNER, statuses=wanted or None, limit=limit, after=after)
+            page = self.queue.list_jobs(owner, statuses=wanted or None, limit=limit, after=after)
         return self.views([record.id for record in page.jobs], page.jobs), page.next
 
     def views(
-        self, job_ids: Sequence[str], records: Sequence[JobRecord | None] | None = None
+        self,
+        job_ids: Sequence[str],
+        records: Sequence[JobRecord | None] | None = None,
+        owner: str | None = None,
     ) -> list[JobView]:
-        """The views of ``job_ids`` that exist and are within their time to live, in order."""
+        """The views of ``job_ids`` that exist, are within their time to live and are
+        ``owner``'s (None: whoever's), in order."""
         if not job_ids:
             return []
         with self._storage():
             if records is None:
-                records = self.queue.get(OWNER, job_ids)
+                records = self.queue.get(owner, job_ids)
             with self.db.session() as session:
                 rows = {
                     row.job_id: row
@@ -326,9 +334,9 @@ class ExtractionJobs:
             views.append(_view(record, row))
         return views
 
-    def result(self, job_id: str) -> StoredResult:
-        """A succeeded job's stored Document; ``JobNotFinished`` (409) before that."""
-        view = self.require(job_id)
+    def result(self, job_id: str, owner: str) -> StoredResult:
+        """The owner's succeeded job's stored Document; ``JobNotFinished`` (409) before that."""
+        view = self.require(job_id, owner)
         if view.record.status != JobStatus.SUCCEEDED:
             raise JobNotFinished(
                 f"job {job_id} is {view.status}; its result exists once it has succeeded",
@@ -343,18 +351,18 @@ class ExtractionJobs:
 
     # -- ending ----------------------------------------------------------------------------
 
-    def cancel(self, job_id: str) -> JobView:
-        """Cancel a queued or running job (its upload goes with it; a running one stops at its
-        next page or audio window), or delete an ended one with its result. The job as it
-        stands after (a deleted one: as it was)."""
-        view = self.require(job_id)
+    def cancel(self, job_id: str, owner: str) -> JobView:
+        """Cancel the owner's queued or running job (its upload goes with it; a running one
+        stops at its next page or audio window), or delete an ended one with its result. The
+        job as it stands after (a deleted one: as it was)."""
+        view = self.require(job_id, owner)
         with self._storage():
             if not view.ended:
-                self.queue.cancel(OWNER, job_id)
+                self.queue.cancel(owner, job_id)
                 self.webhook_due(job_id)
-                cancelled = self.get(job_id)
+                cancelled = self.get(job_id, owner)
                 return cancelled if cancelled is not None else view
-            self._forget([job_id])
+            self._forget([job_id], owner)
         return view
 
     def webhook_due(self, job_id: str) -> None:
@@ -378,23 +386,23 @@ class ExtractionJobs:
                         .limit(500)
                     )
                 )
-            records = self.queue.get(OWNER, old) if old else []
+            records = self.queue.get(None, old) if old else []
             gone = [
                 job_id
                 for job_id, record in zip(old, records, strict=True)
                 if record is None or (record.status in ENDED and record.updated_at < before)
             ]
             self.queue.purge(before, kinds=[KIND])  # never another service's jobs
-            self._forget(gone)
+            self._forget(gone, None)
         return len(gone)
 
-    def _forget(self, job_ids: Sequence[str]) -> None:
-        """Delete our rows (and results) of these jobs."""
+    def _forget(self, job_ids: Sequence[str], owner: str | None) -> None:
+        """Delete our rows (and results) of these jobs (``owner``'s; None: whoever's)."""
         if not job_ids:
             return
         with self.db.session() as session:
             session.execute(delete(ExtractionJob).where(ExtractionJob.job_id.in_(list(job_ids))))
-        self.queue.forget(OWNER, job_ids)
+        self.queue.forget(owner, job_ids)
 
     @staticmethod
     @contextmanager

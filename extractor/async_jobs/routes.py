@@ -19,10 +19,12 @@ from flask import Blueprint, Response, current_app, g, jsonify, request
 from extractor.async_jobs.documents import read_document
 from extractor.async_jobs.errors import InvalidCallback
 from extractor.async_jobs.options import read_options, stored_options
+from extractor.async_jobs.owners import owner_of
+from extractor.async_jobs.store import pdf_pieces, pdf_size
 from extractor.async_jobs.webhook import check_callback_url, policy_of
 from extractor.config import Settings
 from extractor.credentials import require_identity
-from extractor.errors import InvalidParameter, MissingUpload
+from extractor.errors import InvalidParameter, MissingUpload, NotAcceptable
 from extractor.net.errors import OutboundError
 from extractor.net.resolve import system_resolver
 from extractor.pipeline.extraction import SPOOL_NAME
@@ -45,9 +47,11 @@ MAX_PAGE = 100  # most jobs one GET /v1/jobs lists
 DEFAULT_PAGE = 20
 
 
-def authorize(settings: Settings) -> None:
-    """The same credential check as every route (kept in ``g.identity`` for the metrics)."""
+def owner(settings: Settings) -> str:
+    """The job owner of the request's credential (checked as on every route; kept in
+    ``g.identity`` for the metrics): each named key owns its jobs, the shared secret its own."""
     g.identity = require_identity(settings, request.headers.get("Authorization"))
+    return owner_of(g.identity)
 
 
 def _settings() -> Settings:
@@ -76,13 +80,13 @@ def prefers_async() -> bool:
 
 @blueprint.post("/v1/jobs")
 def submit() -> Response:
-    authorize(_settings())
     return submit_job()
 
 
 def submit_job() -> Response:
     """Queue the request's upload as a job: 202, ``Location`` and the job JSON."""
     settings, jobs = _settings(), _jobs()
+    submitter = owner(settings)  # checked again for /extract's hand-over: the same answer
     work = _system().work()
     upload = request.files.get("upload")
     if upload is None:
@@ -114,6 +118,7 @@ def submit_job() -> Response:
             format=reply_format,
             callback_url=callback_url,
             client=request.remote_addr or "unknown",
+            owner=submitter,
         )
     g.log_fields["job"] = view.record.id
     response = jsonify(view.to_json())
@@ -144,7 +149,7 @@ def _checked_callback(url: str | None, settings: Settings) -> str | None:
 
 @blueprint.get("/v1/jobs")
 def list_jobs() -> Response:
-    authorize(_settings())
+    caller = owner(_settings())
     wanted = [
         name.strip().lower()
         for value in request.args.getlist("status")
@@ -162,7 +167,7 @@ def list_jobs() -> Response:
     if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_PAGE:
         raise InvalidParameter(f"limit must be a whole number from 1 to {MAX_PAGE}")
     views, after = _jobs().page(
-        statuses=wanted, limit=int(limit_text), after=request.args.get("after") or None
+        caller, statuses=wanted, limit=int(limit_text), after=request.args.get("after") or None
     )
     return jsonify(
         object="list",
@@ -174,23 +179,21 @@ def list_jobs() -> Response:
 
 @blueprint.get("/v1/jobs/<job_id>")
 def get_job(job_id: str) -> Response:
-    authorize(_settings())
-    return jsonify(_jobs().require(job_id).to_json())
+    return jsonify(_jobs().require(job_id, owner(_settings())).to_json())
 
 
 @blueprint.delete("/v1/jobs/<job_id>")
 def delete_job(job_id: str) -> Response:
-    authorize(_settings())
-    before = _jobs().require(job_id)
-    view = _jobs().cancel(before.record.id)
+    caller = owner(_settings())
+    before = _jobs().require(job_id, caller)
+    view = _jobs().cancel(before.record.id, caller)
     return jsonify({**view.to_json(), "deleted": before.ended})
 
 
 @blueprint.get("/v1/jobs/<job_id>/result")
 def job_result(job_id: str) -> Response:
     settings = _settings()
-    authorize(settings)
-    stored = _jobs().result(job_id)
+    stored = _jobs().result(job_id, owner(settings))
     reply_format = choose_format(
         request.headers.get("Accept"),
         request.args.get("format") or stored.format,
@@ -198,6 +201,8 @@ def job_result(job_id: str) -> Response:
         audio=stored.media_kind == "audio",
     )
     g.log_fields.update(kind=stored.media_kind, format=reply_format.name)
+    if reply_format.scanned:  # drawn over the upload's pages while the job ran
+        return _stored_pdf(job_id, reply_format.media_type)
     # As a long /extract reply: lines read back into a spool in a workspace, the reply written
     # into a file there and sent from it, the workspace closed with the response's body.
     held = ExitStack()
@@ -208,5 +213,22 @@ def job_result(job_id: str) -> Response:
     except BaseException:
         held.close()
         raise
+    response.vary.add("Accept")
+    return response
+
+
+def _stored_pdf(job_id: str, media_type: str) -> Response:
+    """The job's searchable PDF, as its run stored it (``store.save_pdf``), a piece at a time:
+    only a job submitted with ``format=pdf`` has one (its upload is gone once it ended)."""
+    db = _jobs().db
+    stored = pdf_size(db, job_id)
+    if stored is None:
+        message = f"job {job_id} drew no PDF: submit the upload with format=pdf to get one"
+        if request.args.get("format"):
+            raise InvalidParameter(message, param="format")
+        raise NotAcceptable(message)
+    pieces, size = stored
+    response = Response(pdf_pieces(db, job_id, pieces), content_type=media_type)
+    response.headers["Content-Length"] = str(size)
     response.vary.add("Accept")
     return response

@@ -34,17 +34,14 @@ class JobCleanup:
             )
             return int(gone.rowcount)
 
-    def forget(self, owner_id: str, job_ids: Sequence[str]) -> int:
-        """Delete the owner's ended jobs among ``job_ids``: how many went."""
+    def forget(self, owner_id: str | None, job_ids: Sequence[str]) -> int:
+        """Delete the owner's (None: anyone's) ended jobs among ``job_ids``: how many went."""
+        mine = Job.owner_id == owner_id if owner_id is not None else true()
         with self.db.session() as session:
             gone = cast(
                 CursorResult[Any],
                 session.execute(
-                    delete(Job).where(
-                        Job.id.in_(list(job_ids)),
-                        Job.owner_id == owner_id,
-                        Job.status.in_(ENDED),
-                    )
+                    delete(Job).where(Job.id.in_(list(job_ids)), mine, Job.status.in_(ENDED))
                 ),
             )
             return int(gone.rowcount)

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from sqlalchemy import func, or_, select, text
+from sqlalchemy import func, or_, select, text, true
 from sqlalchemy.orm import Session
 
 from extractor.jobs.records import JobPage, JobRecord, Upload, record_of
@@ -74,12 +74,12 @@ class JobReads:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def get(self, owner_id: str, job_ids: Sequence[str]) -> list[JobRecord | None]:
-        """The owner's jobs in the order asked, None where unknown or someone else's."""
+    def get(self, owner_id: str | None, job_ids: Sequence[str]) -> list[JobRecord | None]:
+        """The owner's jobs in the order asked, None where unknown or someone else's (owner
+        None: anyone's, for a service's own bookkeeping, never a client's read)."""
+        mine = Job.owner_id == owner_id if owner_id is not None else true()
         with self.db.session() as session:
-            rows = session.scalars(
-                select(Job).where(Job.id.in_(list(job_ids)), Job.owner_id == owner_id)
-            )
+            rows = session.scalars(select(Job).where(Job.id.in_(list(job_ids)), mine))
             found = {job.id: record_of(job) for job in rows}
             return [found.get(job_id) for job_id in job_ids]
 

@@ -13,8 +13,9 @@ from typing import Any, cast
 import pytest
 
 from extractor.async_jobs.errors import JobsUnavailable
-from extractor.async_jobs.extraction_jobs import KIND, OWNER, ExtractionJobs
+from extractor.async_jobs.extraction_jobs import KIND, ExtractionJobs
 from extractor.async_jobs.handler import ExtractionHandler
+from extractor.async_jobs.owners import SHARED_OWNER as OWNER
 from extractor.async_jobs.work import ExtractionWork
 from extractor.config import Settings
 from extractor.errors import UnsupportedMedia
