@@ -79,8 +79,8 @@ class JobSettings(SettingsBase):
     webhook_secret: str | None = setting(
         None,
         "",
-        "Key of the X-Signature HMAC-SHA256 of webhook calls; without it a job's callback_url"
-        " is refused (400).",
+        "Key of the HMAC-SHA256 signatures of webhook calls (Standard Webhooks'"
+        " webhook-signature and X-Signature); without it a job's callback_url is refused (400).",
         secret=True,
     )
     webhook_attempts: int = setting(
