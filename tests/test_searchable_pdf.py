@@ -10,7 +10,9 @@ import io
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -153,9 +155,22 @@ def test_the_command_line_writes_the_pdf_to_stdout(png: bytes, tmp_path: Path) -
     assert normalised(pdf_text(done.stdout, tmp_path))[:2] == PAGE_ONE
 
 
-def test_over_gunicorn_a_long_pdf_reply_is_sent_whole(
+def wait_for_job(url: str, job_id: str, timeout: float = 300) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        job: dict[str, Any] = httpx.get(f"{url}/v1/jobs/{job_id}", timeout=30).json()
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            return job
+        assert time.monotonic() < deadline, f"job still {job['status']}"
+        time.sleep(0.3)
+
+
+def test_over_gunicorn_extract_and_a_job_answer_the_same_pdf(
     tmp_path: Path, three_page_pdf: bytes
 ) -> None:
+    """/extract sends the PDF from its file whole; a job submitted with format=pdf draws it
+    while its upload is at hand and its result has the same pages and text; one submitted without cannot
+    answer in pdf (its upload is gone)."""
     url, server = start_server("--workers", "1")
     try:
         files = {"upload": ("three.pdf", three_page_pdf, "application/pdf")}
@@ -164,5 +179,31 @@ def test_over_gunicorn_a_long_pdf_reply_is_sent_whole(
         assert reply.headers["Content-Length"] == str(len(reply.content))
         assert len(page_sizes(reply.content, tmp_path)) == 3
         assert normalised(pdf_text(reply.content, tmp_path)) == [*PAGE_ONE, *PAGE_TWO, *PAGE_ONE]
+
+        drawn = httpx.post(url + "/v1/jobs", params={"format": "pdf"}, files=files, timeout=60)
+        plain = httpx.post(url + "/v1/jobs", files=files, timeout=60)
+        assert drawn.status_code == plain.status_code == 202
+        for job in (drawn.json(), plain.json()):
+            assert wait_for_job(url, job["id"])["status"] == "succeeded"
+        result = httpx.get(f"{url}/v1/jobs/{drawn.json()['id']}/result", timeout=60)
+        assert result.status_code == 200 and result.headers["Content-Type"] == "application/pdf"
+        assert result.headers["Content-Length"] == str(len(result.content))
+        # The job reads its pages through another Tesseract (pipeline.turns): the same text.
+        assert pdf_text(result.content, tmp_path) == pdf_text(reply.content, tmp_path)
+        assert page_sizes(result.content, tmp_path) == page_sizes(reply.content, tmp_path)
+        as_text = httpx.get(
+            f"{url}/v1/jobs/{drawn.json()['id']}/result", params={"format": "text"}, timeout=60
+        )
+        assert normalised(as_text.text) == normalised(pdf_text(result.content, tmp_path))
+
+        refused = httpx.get(
+            f"{url}/v1/jobs/{plain.json()['id']}/result", params={"format": "pdf"}, timeout=60
+        )
+        assert refused.status_code == 400 and refused.json()["error"]["param"] == "format"
+        only = httpx.get(
+            f"{url}/v1/jobs/{plain.json()['id']}/result",
+            headers={"Accept": "application/pdf"}, timeout=60,
+        )  # fmt: skip
+        assert only.status_code == 406
     finally:
         stop_server(server)

@@ -113,7 +113,7 @@ class ExtractionHandler:
             left = self.settings.job_timeout - run.run_seconds()
             stored = self.work.extract(
                 run.queue, job_id, view.filename, options, Progress(run), left, run.check,
-                cancelled,
+                cancelled, view.format,
             )  # fmt: skip
 
             def write(session: Session) -> str:

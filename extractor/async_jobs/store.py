@@ -19,10 +19,24 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from sqlalchemy import JSON, DateTime, Integer, LargeBinary, MetaData, String, Text, text
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    delete,
+    func,
+    insert,
+    select,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from extractor.jobs import JobsBase, utcnow
+from extractor.jobs import JobsBase, Sessions, utcnow
 from extractor.jobs.db import Database
 
 # One row of job_uploads: small enough that reading one costs little memory, large enough that
@@ -72,6 +86,54 @@ class ExtractionJob(ExtractionBase):
     webhook_last: Mapped[str | None] = mapped_column(String(300))  # the last attempt's outcome
     webhook_delivered_at: Mapped[datetime | None] = mapped_column(DateTime)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, index=True)
+
+
+class ExtractionPdf(ExtractionBase):
+    """A piece of a job's searchable PDF (``format=pdf``), drawn while the job ran: the upload
+    it is drawn from is gone once the job ends. ``CHUNK_BYTES`` a row, as uploads are, so it
+    is written and sent a piece at a time; deleted with its job's row."""
+
+    __tablename__ = "extraction_pdfs"
+    job_id: Mapped[str] = mapped_column(
+        ForeignKey("extraction_jobs.job_id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+def save_pdf(db: Sessions, job_id: str, path: Path) -> None:
+    """Store the PDF at ``path`` as ``job_id``'s, in place of an earlier attempt's."""
+    with db.session() as session:
+        session.execute(delete(ExtractionPdf).where(ExtractionPdf.job_id == job_id))
+        with path.open("rb") as fh:
+            position = 0
+            while chunk := fh.read(CHUNK_BYTES):
+                values = {"job_id": job_id, "position": position, "content": chunk}
+                session.execute(insert(ExtractionPdf).values(**values))
+                position += 1
+
+
+def pdf_size(db: Sessions, job_id: str) -> tuple[int, int] | None:
+    """How many pieces ``job_id``'s PDF has and its length in bytes; None without one."""
+    with db.session() as session:
+        pieces, size = session.execute(
+            select(func.count(), func.sum(func.length(ExtractionPdf.content))).where(
+                ExtractionPdf.job_id == job_id
+            )
+        ).one()
+    return (int(pieces), int(size)) if pieces else None
+
+
+def pdf_pieces(db: Sessions, job_id: str, pieces: int) -> Iterator[bytes]:
+    """``job_id``'s PDF, one stored piece read at a time."""
+    for position in range(pieces):
+        with db.session() as session:
+            piece = session.scalars(
+                select(ExtractionPdf.content).where(
+                    ExtractionPdf.job_id == job_id, ExtractionPdf.position == position
+                )
+            ).one()
+        yield piece
 
 
 def open_database(url: str) -> Database:

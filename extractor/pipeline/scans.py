@@ -118,9 +118,11 @@ def _shrunk(
 
 def write_pdf_reply(
     document: Document, path: Path, sniffed: Sniffed, workdir: Path, settings: Settings,
-    out: Path,
+    out: Path, deadline: float | None = None,
 ) -> None:  # fmt: skip
     """The searchable PDF of ``document`` into the file ``out``, drawn over the pages of the
-    upload at ``path`` (the one ``document`` was read from)."""
-    with closing(page_scans(path, sniffed, workdir, settings)) as scans, out.open("wb") as file:
+    upload at ``path`` (the one ``document`` was read from) by ``deadline`` (monotonic; the
+    request timeout from now if None)."""
+    scans = page_scans(path, sniffed, workdir, settings, deadline)
+    with closing(scans), out.open("wb") as file:
         write_searchable_pdf(document, scans, file)

@@ -37,7 +37,7 @@ class WebhookAway:
     """Jobs whose details read, but whose webhooks cannot be marked due."""
 
     def get(self, job_id: str) -> Any:
-        return SimpleNamespace(options={}, filename="page.png")
+        return SimpleNamespace(options={}, filename="page.png", format=None)
 
     def webhook_due(self, job_id: str) -> None:
         raise JobsUnavailable("the job database is not answering; retry shortly")
