@@ -7,8 +7,9 @@ Two kinds of credential: the shared secret (``EXTRACTOR_SECRET``, the identity `
 and named API keys (``EXTRACTOR_API_KEYS``, a file of ``name:key`` lines re-read when it
 changes). A token is compared with every one of them, each time: as SHA-256 digests (all the
 same length, so not even a key's length shows) with ``hmac.compare_digest`` and no early exit,
-so the time taken tells neither whether a key matched nor which. Only the standard library and
-the base layer are imported: the worker's main loop calls this before Flask sees the request.
+so the time taken depends on neither which key matched nor how much of one a wrong token
+shares (only on how many keys there are). Only the standard library and the base layer are
+imported: the worker's main loop calls this before Flask sees the request.
 """
 
 from __future__ import annotations
