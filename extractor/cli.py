@@ -44,11 +44,12 @@ def _serve(args: argparse.Namespace) -> int:
     from .logs import configure_logging
 
     reachable = beyond_loopback(settings.bind)
-    if reachable and not settings.secret:
+    if reachable and not settings.secret and not settings.api_keys:
         configure_logging(settings.log_level)
         logging.getLogger("extractor.serve").warning(
             "listening beyond loopback without EXTRACTOR_SECRET: anyone who can reach"
-            f" {', '.join(reachable)} can use the extractor; set EXTRACTOR_SECRET (or --secret)",
+            f" {', '.join(reachable)} can use the extractor; set EXTRACTOR_SECRET (or --secret)"
+            " or EXTRACTOR_API_KEYS",
             extra={"bind": settings.bind},
         )
     try:

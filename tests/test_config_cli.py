@@ -143,3 +143,13 @@ def test_serve_does_not_warn_with_a_secret() -> None:
     assert "Starting gunicorn" in stderr
     assert "beyond loopback" not in stderr
     assert "s3cret" not in stderr  # the secret never comes back out
+
+
+@pytest.mark.slow  # seconds of CPU each: make test runs it, make test-fast leaves it out
+def test_serve_does_not_warn_with_api_keys(tmp_path: Path) -> None:
+    keys = tmp_path / "api-keys"
+    keys.write_text("acme:acme-key-0123456789\n")
+    stderr = _serve_until("Starting gunicorn", "--bind", "192.0.2.7:9", "--api-keys", str(keys))
+    assert "Starting gunicorn" in stderr
+    assert "beyond loopback" not in stderr
+    assert "acme-key-0123456789" not in stderr  # names are logged, never keys
