@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -207,3 +208,39 @@ def test_over_gunicorn_extract_and_a_job_answer_the_same_pdf(
         assert only.status_code == 406
     finally:
         stop_server(server)
+
+
+def _dense_document(pages: int) -> Document:
+    lines = tuple(
+        Line(
+            tuple(
+                Word(
+                    f"w{p}.{k}.{j}",
+                    BoundingBox(150 + 220 * j, 200 + 70 * k, 350 + 220 * j, 250 + 70 * k),
+                )
+                for j in range(10)
+            ),
+            page_index=p,
+        )
+        for p in range(pages)
+        for k in range(45)
+    )
+    return Document(
+        "long.pdf", DocumentKind.OCR, lines, tuple(Page(p, 2480, 3508) for p in range(pages))
+    )
+
+
+def test_the_writer_holds_one_page_at_a_time(tmp_path: Path) -> None:
+    """What the writer allocates does not grow with the pages: each page's image and text go
+    to the file before the next is asked for (the scans come from a generator)."""
+    scan = encode_scan(Image.new("L", (2480, 3508), 255), 300)
+    peaks = []
+    for pages in (4, 40):
+        document = _dense_document(pages)
+        with (tmp_path / f"{pages}.pdf").open("wb") as out:
+            tracemalloc.start()
+            write_searchable_pdf(document, (scan for _ in range(pages)), out)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+    assert peaks[1] < peaks[0] + 256 * 1024, peaks  # ~0.37 MB at 4 pages and at 40
+    assert len(page_sizes((tmp_path / "40.pdf").read_bytes(), tmp_path)) == 40
