@@ -83,6 +83,7 @@ def word_boxes(lines: list[Line]) -> list[tuple[str, tuple[int, int, int, int], 
     ]
 
 
+@pytest.mark.slow  # seconds of Tesseract: make test runs it, make test-fast does not
 @pytest.mark.parametrize(
     ("name", "make", "languages"),
     [
@@ -263,6 +264,7 @@ def test_openmp_probe_tells_per_thread_from_process_wide() -> None:
     assert not serial_is_per_thread(ctypes.CDLL(str(torch_gomp)))
 
 
+@pytest.mark.slow  # a server or CLI process: make test runs it, make test-fast does not
 def test_torch_loaded_first_means_the_cli_not_a_slower_speech_engine() -> None:
     """If torch's libgomp is bound first, serialising OCR would serialise torch as well."""
     code = (

@@ -133,6 +133,7 @@ def test_a_skewed_page_reads_as_well_as_upright(
     assert share_of_words_on_their_ink(body, upload.words) > 0.9
 
 
+@pytest.mark.slow  # seconds of Tesseract: make test runs it, make test-fast does not
 def test_a_skewed_page_tesseract_takes_for_a_picture_is_read(app: Flask, tmp_path: Path) -> None:
     """At 300 dpi, 10pt sans turned 5° clockwise, Tesseract 5.3 reads no word at all (the page
     is one picture to it): no words to measure a slope on, so the ink's own lines say it."""
@@ -224,6 +225,7 @@ def test_ocr_rotate_must_be_on_or_off(client: FlaskClient, value: str) -> None:
     assert "ocr_rotate must be on or off" in reply.get_json()["error"]["message"]
 
 
+@pytest.mark.slow  # seconds of Tesseract: make test runs it, make test-fast does not
 @pytest.mark.parametrize("container", ["tiff", "pdf"])
 def test_each_page_of_a_document_is_turned_on_its_own(
     app: Flask, page_one: samples.TextPage, container: str

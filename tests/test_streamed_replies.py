@@ -70,6 +70,7 @@ def streamed(document: Document, tmp_path: Path, writer: Any, checked: list[Any]
     return out.getvalue()
 
 
+@pytest.mark.slow  # seconds of Tesseract: make test runs it, make test-fast does not
 def test_the_pieces_join_into_the_whole_renderings(tmp_path: Path, validator: Any) -> None:
     by_page = [ocr_lines(0, PIECE_LINES + 3), [], ocr_lines(2, 5)]
     pages = (Page(0, 400, 300, 90, 0.4), Page(1, 400, 300), Page(2, 400, 300, 0, -1.2))
@@ -134,6 +135,7 @@ def three_pages() -> bytes:
     return multipage(3)
 
 
+@pytest.mark.slow  # seconds of Tesseract: make test runs it, make test-fast does not
 @pytest.mark.parametrize("format_name", ["json", "text", "hocr"])
 def test_a_multipage_reply_is_streamed_and_unchanged(
     make_app: Callable[..., Flask], three_pages: bytes, tmp_path: Path, format_name: str
@@ -161,6 +163,7 @@ def leftover_workdirs(scratch: Path) -> list[Path]:
     return found
 
 
+@pytest.mark.slow  # a server or CLI process: make test runs it, make test-fast does not
 def test_over_gunicorn_the_stream_is_whole_and_a_client_leaving_leaks_nothing(
     tmp_path: Path, three_pages: bytes
 ) -> None:
@@ -248,6 +251,7 @@ def reply_peak(tmp_path: Path, pages: int) -> tuple[float, int]:
     return peak / 2**20, (folder / "reply").stat().st_size
 
 
+@pytest.mark.slow  # seconds of Tesseract: make test runs it, make test-fast does not
 def test_the_reply_of_a_long_document_takes_memory_flat_in_its_pages(tmp_path: Path) -> None:
     """6 and 18 dense pages: the same peak within 1.5 MB (a piece of ``PIECE_LINES`` lines is
     at most ~1 MB), while the reply grows threefold; the whole rendering held ~1 MB more per

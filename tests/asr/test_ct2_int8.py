@@ -34,6 +34,7 @@ def int8_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return int8_model_dir(bundled_model_dir(), tmp_path_factory.mktemp("cache"))
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_the_copy_is_written_once_and_loads_the_same_model(
     int8_dir: Path, speech_wav: bytes, tmp_path: Path
 ) -> None:

@@ -91,6 +91,7 @@ def _child(model_dir: Path, cache: Path | None, audio: Path, copies: int = 1) ->
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_the_embedding_leaves_memory_and_the_model_hears_the_same(
     int8_dir: Path, audio: Path, tmp_path: Path
 ) -> None:
@@ -117,6 +118,7 @@ def test_the_embedding_leaves_memory_and_the_model_hears_the_same(
     assert len(list(cache.glob("token-embedding-*.bin"))) == 1
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_a_wrong_file_is_written_again_before_anything_is_mapped(
     int8_dir: Path, audio: Path, tmp_path: Path
 ) -> None:
@@ -133,6 +135,7 @@ def test_a_wrong_file_is_written_again_before_anything_is_mapped(
     assert path.read_bytes().count(0) < path.stat().st_size // 2  # the matrix again
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_without_a_writable_cache_the_embedding_stays_in_memory(
     int8_dir: Path, audio: Path, tmp_path: Path
 ) -> None:
@@ -144,6 +147,7 @@ def test_without_a_writable_cache_the_embedding_stays_in_memory(
         assert seen["mapped"] == seen["plain"]
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_two_copies_in_memory_are_both_left_alone(
     int8_dir: Path, audio: Path, tmp_path: Path
 ) -> None:

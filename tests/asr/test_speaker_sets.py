@@ -3,6 +3,7 @@ held-out set or in the accuracy harness is on voices no threshold was chosen on.
 
 from __future__ import annotations
 
+import pytest
 from support import requires_espeak
 
 from bench import talks
@@ -35,6 +36,7 @@ def test_no_accent_silently_drops_the_voice_variant() -> None:
     assert "en-gb" not in accents
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 @requires_espeak
 def test_a_talk_is_the_same_every_time_and_sets_differ() -> None:
     first, again = talks.talk("tuning", 3), talks.talk("tuning", 3)

@@ -7,6 +7,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
 from jobs_support import serve, submit, wait_for
 
 from extractor import samples
@@ -68,6 +69,7 @@ def worker_maps_sqlalchemy(master: int) -> bool:
     return "sqlalchemy" in Path(f"/proc/{worker}/maps").read_text()
 
 
+@pytest.mark.slow  # a server or CLI process: make test runs it, make test-fast does not
 def test_a_worker_loads_the_job_system_for_a_job_queued_by_another_server(
     tmp_path: Path,
 ) -> None:

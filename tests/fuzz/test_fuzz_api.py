@@ -84,12 +84,14 @@ def fuzz_app(scratch: Path, error_log: ErrorLog) -> Iterator[Flask]:
     app.extensions["extractor"].close()
 
 
+@pytest.mark.slow  # many generated requests: make test runs it, make test-fast does not
 @schema.parametrize()
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 def test_any_request_gets_a_documented_reply(case: schemathesis.Case, fuzz_app: Flask) -> None:
     case.call_and_validate(app=fuzz_app, checks=CHECKS)
 
 
+@pytest.mark.slow  # many generated requests: make test runs it, make test-fast does not
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     named=damaged_files(), accept=st.sampled_from(ACCEPT_HEADERS), query=st.sampled_from(QUERIES)

@@ -13,6 +13,7 @@ from extractor.config import LabelingSettings, SettingsError
 from extractor.labeling.cli import DEFAULT_BIND, parser
 
 
+@pytest.mark.slow  # a server or CLI process: make test runs it, make test-fast does not
 def test_add_user_prints_one_json_object_and_joins_teams(database_url: str, tmp_path: Path) -> None:
     env = cli_env(database_url, tmp_path)
     alone = run_cli(env, "add-user", "Solo@Example.com")
@@ -51,6 +52,7 @@ def test_the_default_database_lives_in_the_data_dir(tmp_path: Path) -> None:
     assert parser().parse_args(["serve"]).bind == DEFAULT_BIND == "127.0.0.1:8100"
 
 
+@pytest.mark.slow  # a server or CLI process: make test runs it, make test-fast does not
 def test_serve_answers_graphql_and_health_under_gunicorn(
     database_url: str, tmp_path: Path, processes: list[ServiceProcess]
 ) -> None:

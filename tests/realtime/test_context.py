@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from realtime_support import FIRST, SECOND, appends, pcm, silence, transcript_words
 from support import requires_espeak
 
@@ -117,6 +118,7 @@ def test_a_context_the_model_stops_at_is_dropped(decoder: WindowDecoder) -> None
     assert 1 <= len(stopped) <= 4
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_no_context_when_it_is_off(decoder: WindowDecoder) -> None:
     spy = Recording(decoder)
     events = two_turns(spy, DecodePolicy(context_seconds=0))
@@ -136,6 +138,7 @@ def test_a_turn_is_prompted_with_the_last_words_of_the_turns_before(
     assert not any("quick" in transcript_words(p) for p in spy.prompts), "at most 4 words"
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_no_earlier_turn_in_the_prompt_when_the_history_is_off(decoder: WindowDecoder) -> None:
     spy = Recording(decoder)
     _first, second = completed(two_turns(spy, DecodePolicy(history_words=0)))

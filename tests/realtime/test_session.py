@@ -148,6 +148,7 @@ def test_a_minute_of_silence_or_noise_gives_no_words(decoder: WindowDecoder, aud
     assert completed["transcript"] == ""
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_client_commits_without_turn_detection(decoder: WindowDecoder) -> None:
     events: list[dict[str, Any]] = []
     session = Session(decoder, events.append)
@@ -170,6 +171,7 @@ def test_client_commits_without_turn_detection(decoder: WindowDecoder) -> None:
     assert completed["usage"]["seconds"] == pytest.approx(len(audio) / 48_000, abs=0.05)
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_g711_and_16_khz_audio(decoder: WindowDecoder) -> None:
     """mu-law at 8 kHz (the beta shape's g711_ulaw) and 16 kHz PCM transcribe alike."""
     for name, rate, encode in (
@@ -215,6 +217,7 @@ class StopsAfterASentence:
         return self.real.decode_timed(audio, prefix=prefix, **kwargs)
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_a_window_that_stops_after_a_sentence_restarts(decoder: WindowDecoder) -> None:
     events: list[dict[str, Any]] = []
     session = Session(StopsAfterASentence(decoder), events.append)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pytest
 from realtime_support import pcm, transcript_words
 from support import requires_espeak
 
@@ -24,6 +25,7 @@ def audio16(text: str) -> np.ndarray:
     return np.frombuffer(pcm(text, rate=16_000), "<i2").astype(np.float32) / 32768
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_live_decodes_share_the_file_engine_model_and_run_beside_it() -> None:
     settings = Settings()
     assert settings.live_shares_speech_model
@@ -92,6 +94,7 @@ class Steps:
         return self._step("generate", self.model.generate, *args, **kwargs)
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_a_big_encoder_pass_never_runs_beside_another_step_of_the_shared_model() -> None:
     """A file's 30 s encoder beside a live decode took a worker past 300 MB (step_turns.py):
     live decodes of 12 and 22 s windows run while a file of ~40 s is transcribed, and no

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from realtime_support import appends, pcm, silence, transcript_words
 from support import requires_espeak
 
@@ -61,6 +62,7 @@ def transcript(events: list[dict[str, Any]]) -> str:
     return done
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_a_long_turn_is_decoded_in_windows_that_stay_short(decoder: WindowDecoder) -> None:
     growing, sliding = Recording(decoder), Recording(decoder)
     whole = transcript(one_turn(growing, DecodePolicy(slide_seconds=0)))

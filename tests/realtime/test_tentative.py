@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from realtime_support import FIRST, SECOND, appends, pcm, silence, transcript_words
 
 from extractor.realtime.decoder import WindowDecoder
@@ -31,6 +32,7 @@ def two_turns(decoder: WindowDecoder, policy: DecodePolicy) -> list[dict[str, An
     return events
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_the_tail_comes_before_its_words_are_confirmed(decoder: WindowDecoder) -> None:
     events = two_turns(decoder, DecodePolicy(tentative=True))
     completed = [e for e in events if e["type"] == COMPLETED]
