@@ -119,8 +119,9 @@ test: install-dev lint typecheck docs
 	exit $$status
 
 # The loop to run while working (under 3 minutes here): lint, types and every test that needs no
-# database server, browser, torch or whole-engine/server run (`slow`). `make test` runs them all.
-FAST_MARKERS := not slow and not postgres and not browser and not torch
+# database server, browser, torch or whole-engine/server run (`slow`), nor a time or RSS measured
+# alone (`serial`: beside other tests it measures the load). `make test` runs them all.
+FAST_MARKERS := not slow and not postgres and not browser and not torch and not serial
 # Three pytest workers (pytest-xdist, work stealing): on 2 cores, 3 keep both busy while one waits on
 # a server or a subprocess (measured: -n 2 3 min 27 s, -n 3 2 min 59 s, -n 4 2 min 57 s of pytest).
 FAST_WORKERS ?= 3
