@@ -25,6 +25,7 @@ from extractor import samples
 from extractor.pipeline.scans import encode_scan
 from extractor.replies.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
 from extractor.replies.pdf import write_searchable_pdf
+from extractor.samples.prose import turned
 
 pytestmark = pytest.mark.skipif(not have("pdftotext"), reason="poppler-utils is not installed")
 
@@ -93,6 +94,20 @@ def test_a_pdf_answers_its_pages_at_their_size_with_their_text(
     for number, lines in enumerate([PAGE_ONE, PAGE_TWO, PAGE_ONE], start=1):
         page = pdf_text(data, tmp_path, "-f", str(number), "-l", str(number))
         assert normalised(page) == lines
+
+
+@pytest.mark.parametrize("degrees", [90, 180, 270])
+def test_a_page_scanned_turned_has_its_text_along_its_lines(
+    client: FlaskClient, degrees: int, tmp_path: Path
+) -> None:
+    page = turned(samples.text_page(PAGE_ONE, size=(1240, 600)), degrees)
+    png = samples.encode_image(page.image, "PNG")
+    reply = post_file(client, png, "turned.png", query="?format=pdf")
+    assert reply.status_code == 200
+    text = post_file(client, png, "turned.png", query="?format=text").get_data(as_text=True)
+    assert normalised(text) == PAGE_ONE
+    # -layout: without it, poppler orders the blocks of text set at 90 degrees last first.
+    assert normalised(pdf_text(reply.get_data(), tmp_path, "-layout")) == PAGE_ONE
 
 
 @pytest.mark.parametrize(

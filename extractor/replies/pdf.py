@@ -30,7 +30,7 @@ from typing import BinaryIO
 from PIL import ImageCms
 
 from extractor.replies.formats import page_lines
-from extractor.replies.importable import Document, Line
+from extractor.replies.importable import BoundingBox, Document, Line, Page
 
 MEDIA_TYPE = "application/pdf"
 MAX_POINTS = 14_400  # the largest page side PDF (and PDF/A) allows, in points
@@ -186,33 +186,61 @@ def _shown(text: str, codes: _Codes) -> tuple[bytes, bytes, float]:
     return b"/F2", b"<" + cids.hex().encode() + b">", len(cids) // 2 * CID_WIDTH / 1000
 
 
-def _text_layer(lines: Iterable[Line], page_height: float, scale: float, codes: _Codes) -> bytes:
+def _upright(box: BoundingBox, page: Page) -> BoundingBox:
+    """``box`` (the upload's pixels) in the pixels of the page turned upright: turned
+    ``page.rotation`` degrees clockwise, as it was read."""
+    left, top, right, bottom = box.left, box.top, box.right, box.bottom
+    width, height = page.width, page.height
+    turn = page.rotation % 360
+    if turn == 90:
+        return BoundingBox(height - bottom, left, height - top, right)
+    if turn == 180:
+        return BoundingBox(width - right, height - bottom, width - left, height - top)
+    if turn == 270:
+        return BoundingBox(top, width - right, bottom, width - left)
+    return box
+
+
+def _turn_back(page: Page, scale: float) -> bytes:
+    """The ``cm`` that lays text set on the upright page (points) onto the page as uploaded."""
+    width, height = _number(page.width * scale), _number(page.height * scale)
+    return {
+        90: b"0 1 -1 0 %s 0 cm " % width,
+        180: b"-1 0 0 -1 %s %s cm " % (width, height),
+        270: b"0 -1 1 0 0 %s cm " % height,
+    }.get(page.rotation % 360, b"")
+
+
+def _text_layer(lines: Iterable[Line], page: Page, scale: float, codes: _Codes) -> bytes:
     """The invisible text of one page's lines: a text line per ``Line``, each word at its box
-    (``scale`` points a pixel), followed by a space that reaches the next word's box."""
-    ops = [b"BT 3 Tr"]
+    (``scale`` points a pixel), followed by a space that reaches the next word's box. A page
+    read turned has its text set upright and turned back with it, so each line runs along
+    its printed line."""
+    sideways = page.rotation % 180 == 90
+    page_height = (page.width if sideways else page.height) * scale
+    ops = [b"q " + _turn_back(page, scale) + b"BT 3 Tr"]
     for line in lines:
-        boxed = [word for word in line.words if word.box is not None]
-        if not boxed:
+        boxes = [_upright(word.box, page) for word in line.words if word.box is not None]
+        texts = [word.text for word in line.words if word.box is not None]
+        if not boxes:
             continue
-        top = min(w.box.top for w in boxed if w.box)
-        bottom = max(w.box.bottom for w in boxed if w.box)
+        top = min(box.top for box in boxes)
+        bottom = max(box.bottom for box in boxes)
         size = max((bottom - top) * scale, 1.0)
         y = _number(page_height - bottom * scale + DESCENT * size)  # the baseline
         current = b""
-        for k, word in enumerate(boxed):
-            assert word.box is not None
-            last = k == len(boxed) - 1
-            following = boxed[k + 1].box if not last else None
-            right = word.box.right if following is None else max(following.left, word.box.right)
-            font, operand, em = _shown(word.text if last else word.text + " ", codes)
-            width = max(right - word.box.left, 1) * scale
+        for k, (box, text) in enumerate(zip(boxes, texts, strict=True)):
+            last = k == len(boxes) - 1
+            right = box.right if last else max(boxes[k + 1].left, box.right)
+            font, operand, em = _shown(text if last else text + " ", codes)
+            width = max(right - box.left, 1) * scale
             stretch = min(max(100 * width / max(em * size, 1e-3), 0.1), 100_000.0)
             if font != current:
                 ops.append(b"%s %s Tf" % (font, _number(size)))
                 current = font
-            x = _number(word.box.left * scale)
+            x = _number(box.left * scale)
             ops.append(b"%s Tz 1 0 0 1 %s %s Tm %s Tj" % (_number(stretch), x, y, operand))
-    ops.append(b"ET")
+    ops.append(b"ET Q")
     return b"\n".join(ops)
 
 
@@ -266,7 +294,7 @@ def write_searchable_pdf(document: Document, scans: Iterator[PageScan], out: Bin
         )
         digest.update(scan.jpeg[:4096])
         drawn = b"q %s 0 0 %s 0 0 cm /Im0 Do Q\n" % (_number(width), _number(height))
-        text = _text_layer(lines, height, scale, codes)
+        text = _text_layer(lines, page, scale, codes)
         digest.update(text)
         objects.stream(content, b" /Filter /FlateDecode", zlib.compress(drawn + text))
         objects.put(
