@@ -21,10 +21,11 @@ const els = {
   copyText: document.getElementById("copy-text"),
   downloadJson: document.getElementById("download-json"),
   downloadText: document.getElementById("download-text"),
+  downloadPdf: document.getElementById("download-pdf"),
 };
 
 // What is on screen: object URLs (revoked when replaced), the reply as JSON text, and its text.
-const shown = { urls: [], json: "", text: "" };
+const shown = { urls: [], json: "", text: "", file: null };
 let inFlight = null; // AbortController of the running upload, so a new file cancels the old one
 let generation = 0; // counts uploads: a reply that arrives after a newer file was chosen is dropped
 let pendingFile = null; // the file waiting for an access token after a 401
@@ -114,7 +115,7 @@ function objectURL(blob) {
 
 function clearResult() {
   for (const url of shown.urls) URL.revokeObjectURL(url);
-  Object.assign(shown, { urls: [], json: "", text: "" });
+  Object.assign(shown, { urls: [], json: "", text: "", file: null });
   els.viewer.replaceChildren();
   els.lines.replaceChildren();
   els.json.textContent = "";
@@ -226,6 +227,44 @@ async function awaitJob(accepted, headers, signal, file) {
 
 // -- result ----------------------------------------------------------------------------------
 
+// The shown file again with ?format=pdf: its pages with the text invisible over them, saved
+// as a download (the server reads the file a second time to draw it).
+async function downloadPdf() {
+  const file = shown.file;
+  if (!file) return;
+  const form = new FormData();
+  form.append("upload", file, file.name || "upload");
+  const headers = { Accept: "application/pdf" };
+  if (token) headers.Authorization = `Bearer ${token}`;
+  els.downloadPdf.disabled = true;
+  setState("busy", `Drawing a searchable PDF of ${file.name}…`);
+  try {
+    const response = await fetch("/extract?format=pdf", { method: "POST", body: form, headers });
+    if (!response.ok) {
+      let message = `${response.status} ${response.statusText}`.trim();
+      try {
+        message = (await response.json()).error?.message || message;
+      } catch {
+        // Not our JSON error: the status says it.
+      }
+      setState("error", `${file.name}: the server answered ${response.status}.`);
+      showError("Could not make the searchable PDF", message);
+      return;
+    }
+    const link = document.createElement("a");
+    link.href = objectURL(await response.blob());
+    link.download = `${baseName(file.name)}.pdf`;
+    link.click();
+    setState("done", `${file.name}: searchable PDF saved.`);
+  } catch (err) {
+    setState("error", "The upload did not go through.");
+    showError("Could not reach the server", String(err.message || err));
+  } finally {
+    els.downloadPdf.disabled = false;
+  }
+}
+
+
 async function show(file, doc, seconds, run) {
   const image = doc.type === "BOUNDING_BOX" && doc.pages.length === 1 ? await decoded(file) : null;
   if (run !== generation) {
@@ -241,6 +280,8 @@ async function show(file, doc, seconds, run) {
   els.downloadJson.href = objectURL(new Blob([shown.json], { type: "application/json" }));
   els.downloadText.download = `${base}.txt`;
   els.downloadText.href = objectURL(new Blob([shown.text], { type: "text/plain;charset=utf-8" }));
+  shown.file = file;
+  els.downloadPdf.hidden = doc.type !== "BOUNDING_BOX"; // a searchable PDF: images and PDFs
 
   if (doc.type === "TIMESTAMP") {
     showAudio(file, doc);
@@ -535,6 +576,7 @@ async function copy(text, what, button) {
 
 els.copyJson.addEventListener("click", () => copy(shown.json, "JSON", els.copyJson));
 els.copyText.addEventListener("click", () => copy(shown.text, "text", els.copyText));
+els.downloadPdf.addEventListener("click", downloadPdf);
 
 // -- intake: chooser, drop anywhere, paste, token --------------------------------------------
 
