@@ -13,7 +13,7 @@ from extractor.credentials import credentials
 from extractor.logs import configure_logging
 from extractor.pipeline.extraction import Extractor
 from extractor.replies.schemas import importable_validator
-from extractor.web import error_replies, metrics_view, openai_api
+from extractor.web import error_replies, jobs, metrics_view, openai_api
 from extractor.web.views import views
 
 MULTIPART_SLACK = 64 * 1024  # bytes of form framing allowed on top of the file itself
@@ -36,6 +36,7 @@ def create_app(config: Mapping[str, Any] | Settings | None = None) -> Flask:
     app.register_blueprint(views)
     app.register_blueprint(openai_api.blueprint)
     install_jobs(app, settings, extractor)
+    app.register_blueprint(jobs.blueprint)
     error_replies.init_app(app)
     metrics_view.init_app(app)
     return app

@@ -23,7 +23,7 @@ from extractor.server_paths import path_roots, without_paths
 
 log = logging.getLogger("extractor.request")
 OPENAI_PREFIX = "/v1"  # every route of the OpenAI-compatible API is under it
-JOBS_PREFIX = "/v1/jobs"  # ... but the asynchronous job routes (async_jobs.routes) are ours
+JOBS_PREFIX = "/v1/jobs"  # ... but the asynchronous job routes (web/jobs.py) are ours
 OPENAI_CODES = {"unauthorized": "invalid_api_key"}  # our code -> OpenAI's name for it
 
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, send_from_directory
 
-from extractor.async_jobs.routes import prefers_async, submit_job
 from extractor.config import Settings
 from extractor.credentials import Identity, require_identity
 from extractor.errors import MissingUpload
 from extractor.pipeline.extraction import Extractor, Timings
 from extractor.pipeline.reply import extract_reply, reply_response, workspace
 from extractor.pipeline.request import Limits, read_request
+from extractor.web.jobs import prefers_async, submit_job
 from extractor.web.openapi import load_openapi
 
 log = logging.getLogger("extractor.request")

@@ -1,4 +1,4 @@
-"""The asynchronous job routes: ``POST /v1/jobs`` (and ``POST /extract`` with ``Prefer:
+"""The asynchronous job routes (what runs jobs is ``async_jobs/``): ``POST /v1/jobs`` (and ``POST /extract`` with ``Prefer:
 respond-async``), ``GET /v1/jobs``, ``GET``/``DELETE /v1/jobs/{id}``, ``GET
 /v1/jobs/{id}/result``.
 
