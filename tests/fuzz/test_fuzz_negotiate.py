@@ -14,7 +14,7 @@ from extractor.replies.formats import FORMATS, JSON, ReplyFormat, formats_for
 from extractor.replies.importable import DocumentKind
 
 OFFERED_TYPES = [f.essence for f in FORMATS.values()]
-OTHER_TYPES = ["image/png", "text/html", "application/xml", "application/pdf", "audio/wav"]
+OTHER_TYPES = ["image/png", "text/html", "application/xml", "application/msword", "audio/wav"]
 WILDCARDS = ["*/*", "text/*", "application/*"]
 # q tokens a client (or an attacker) may send: well-formed, out of range, and not numbers.
 Q_TOKENS = ["1", "0", "0.5", "0.001", "1.000", "2", "-1", "abc", "", " 0.7 ", "1e-3", "inf"]
