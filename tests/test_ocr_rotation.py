@@ -198,6 +198,7 @@ def test_ocr_rotate_off_reads_the_page_as_it_is(
         assert cer(truth, text_of(body)) > 30
 
 
+@pytest.mark.slow  # a server or CLI process: make test runs it, make test-fast does not
 def test_the_extract_command_turns_pages_unless_told_not_to(tmp_path: Path) -> None:
     """``extractor extract`` turns an upside-down page; ``--no-ocr-rotate`` reads it as it is."""
     small, _truth = prose_page(APACHE_DEFINITIONS.split("\n")[0], points=12)

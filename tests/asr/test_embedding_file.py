@@ -158,6 +158,7 @@ def test_two_copies_in_memory_are_both_left_alone(
     assert seen["moved"] == 0 and seen["files"] == [] and seen["mapped"] == seen["plain"]
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_a_float16_model_converted_at_load_is_left_alone(audio: Path, tmp_path: Path) -> None:
     """CTranslate2 quantizes the bundled float16 matrix at load: the bytes in memory are not
     the file's, so nothing is found to map."""

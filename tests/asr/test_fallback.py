@@ -52,6 +52,7 @@ def test_a_stretch_said_again_right_after_itself_is_a_loop(engine: FasterWhisper
     assert fallback.loops(stamped * 2, eot)
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 @requires_espeak
 def test_speech_that_repeats_is_read_whole_and_the_same_every_time(
     engine: FasterWhisperEngine, talk: tuple[np.ndarray, float]
@@ -89,6 +90,7 @@ class Decodes:
         return results
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 @requires_espeak
 def test_a_text_said_again_right_after_itself_is_never_sampled(
     engine: FasterWhisperEngine, monkeypatch: pytest.MonkeyPatch

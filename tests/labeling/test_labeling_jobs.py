@@ -51,6 +51,7 @@ def auto_label(http: httpx.Client, token: str, email: str, project_id: str, url:
 # -- a restart in the middle of a job ---------------------------------------------------------
 
 
+@pytest.mark.slow  # a server or CLI process: make test runs it, make test-fast does not
 def test_a_server_killed_mid_job_resumes_it_after_restart(
     database_url: str, tmp_path: Path, fake_api: StartAPI, processes: list[ServiceProcess]
 ) -> None:

@@ -91,6 +91,7 @@ def test_a_context_is_the_words_of_its_last_seconds() -> None:
     assert Context.of(audio, words, ends, seconds=10).words == words  # type: ignore[union-attr]
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_the_next_turn_hears_the_turn_before_and_sends_only_its_own_words(
     decoder: WindowDecoder,
 ) -> None:
@@ -109,6 +110,7 @@ def test_the_next_turn_hears_the_turn_before_and_sends_only_its_own_words(
     assert all(deltas_of(events, e["item_id"]) == e["transcript"] for e in done)
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_a_context_the_model_stops_at_is_dropped(decoder: WindowDecoder) -> None:
     spy = Recording(decoder, stop="dog")
     _first, second = completed(two_turns(spy))
@@ -126,6 +128,7 @@ def test_no_context_when_it_is_off(decoder: WindowDecoder) -> None:
     assert not [p for p, _s in spy.calls if "dog" in transcript_words(p)]
 
 
+@pytest.mark.slow  # seconds of the real model: make test runs it, make test-fast does not
 def test_a_turn_is_prompted_with_the_last_words_of_the_turns_before(
     decoder: WindowDecoder,
 ) -> None:

@@ -105,6 +105,7 @@ def test_a_client_that_never_reads_is_dropped_and_others_go_on(server: tuple[str
         assert json.loads(other.recv(timeout=30))["type"] == "session.created"
 
 
+@pytest.mark.slow  # a server or CLI process: make test runs it, make test-fast does not
 def test_a_session_past_its_length_is_ended() -> None:
     url, process = start_server("--workers", "1", "--realtime-session-seconds", "3")
     try:
