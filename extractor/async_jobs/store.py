@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -160,15 +160,6 @@ def upload_chunks(
     with path.open("rb") as fh:
         while chunk := fh.read(chunk_bytes):
             yield filename, chunk
-
-
-def write_chunks(chunks: Iterator[bytes], out: BinaryIO) -> int:
-    """Write stored chunks back into one file; the bytes written."""
-    total = 0
-    for chunk in chunks:
-        out.write(chunk)
-        total += len(chunk)
-    return total
 
 
 def unpack(stored: bytes) -> bytes:

@@ -106,11 +106,6 @@ class Document:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
-def split_tokens(text: str) -> tuple[str, ...]:
-    """Tokens of a line as the Importable format counts them: runs of non-space characters."""
-    return tuple(text.split())
-
-
 # -- Importable JSON ----------------------------------------------------------------------
 
 
