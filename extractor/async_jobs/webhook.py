@@ -36,7 +36,13 @@ from datetime import timedelta
 from typing import Any
 
 from extractor.net.errors import OutboundError, OutboundRefused
-from extractor.net.resolve import Resolver, call_deadline, request_scheme, system_resolver
+from extractor.net.resolve import (
+    Resolver,
+    call_deadline,
+    request_scheme,
+    resolve_within,
+    system_resolver,
+)
 from extractor.net.ssrf import OutboundPolicy
 
 log = logging.getLogger(__name__)
@@ -99,15 +105,18 @@ def policy_of(allow: str) -> OutboundPolicy:
     return OutboundPolicy(allow, setting="EXTRACTOR_OUTBOUND_ALLOW")
 
 
-def check_callback_url(url: str, policy: OutboundPolicy, resolver: Resolver) -> str:
+def check_callback_url(
+    url: str, policy: OutboundPolicy, resolver: Resolver, seconds: float = 5.0
+) -> str:
     """Refuse (``OutboundRefused``/``OutboundError``) a callback URL at submit time: not
-    http(s), credentials in it, or a host whose addresses the policy refuses now. The URL as
-    parsed; the guard checks again when it is called (DNS may change meanwhile)."""
+    http(s), credentials in it, or a host whose addresses the policy refuses now, or that
+    does not resolve within ``seconds``. The URL as parsed; the guard checks again when it is
+    called (DNS may change meanwhile)."""
     parsed = policy.check_url(url)
     host = parsed.host
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     try:
-        addresses = resolver(host, port)
+        addresses = resolve_within(resolver, host, port, seconds)
     except (OSError, UnicodeError) as exc:
         raise OutboundError(f"cannot resolve {host}: {exc}") from exc
     policy.check_addresses(host, addresses, scheme=parsed.scheme, port=port)

@@ -91,7 +91,11 @@ class JobSettings(SettingsBase):
         at_least=1,
     )
     webhook_timeout: float = setting(
-        10.0, "seconds", "Seconds one webhook attempt may take in all.", above=0
+        10.0,
+        "seconds",
+        "Seconds one webhook attempt may take in all; also the most a callback URL's host"
+        " lookup may take when the job is submitted (then 400 invalid_callback_url).",
+        above=0,
     )
     webhook_senders: int = setting(
         16,

@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextvars
 import socket
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 #: Turns (host, port) into IP address strings; injectable so tests never touch real DNS.
 Resolver = Callable[[str, int], list[str]]
@@ -31,4 +33,20 @@ def system_resolver(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
-__all__ = ["Resolver", "call_deadline", "request_scheme", "system_resolver"]
+# Lookups made while a client waits (a callback URL checked at submit) run here, so a name
+# server that never answers holds one of these few threads, never the request's own past its
+# deadline; once all are stuck, further lookups wait their deadline out and are refused.
+_LOOKUPS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="submit-dns")
+
+
+def resolve_within(resolver: Resolver, host: str, port: int, seconds: float) -> list[str]:
+    """``resolver(host, port)``, or ``TimeoutError`` (an ``OSError``) after ``seconds``."""
+    lookup = _LOOKUPS.submit(resolver, host, port)
+    try:
+        return lookup.result(timeout=seconds)
+    except FutureTimeout:
+        lookup.cancel()  # not started yet: it never will be
+        raise TimeoutError(f"no answer in {seconds:g} s") from None
+
+
+__all__ = ["Resolver", "call_deadline", "request_scheme", "resolve_within", "system_resolver"]

@@ -142,7 +142,9 @@ def _checked_callback(url: str | None, settings: Settings) -> str | None:
     if len(url) > 2000:
         raise InvalidCallback("callback_url is longer than 2000 characters")
     try:
-        return check_callback_url(url, policy_of(settings.outbound_allow), system_resolver)
+        return check_callback_url(
+            url, policy_of(settings.outbound_allow), system_resolver, settings.webhook_timeout
+        )
     except OutboundError as exc:
         raise InvalidCallback(f"callback_url refused: {exc}") from exc
 
