@@ -150,10 +150,6 @@ class Reply:
         return self.status is not None and 200 <= self.status < 300
 
     @property
-    def is_json(self) -> bool:
-        return self.ok and self.content_type == JSON_TYPE
-
-    @property
     def is_text(self) -> bool:
         return self.ok and self.content_type == TEXT_TYPE
 

@@ -36,9 +36,6 @@ class Report:
     def passed(self) -> bool:
         return all(c.status is not Status.FAIL for c in self.checks)
 
-    def status_of(self, rule_id: str) -> Status:
-        return next(c.status for c in self.checks if c.id == rule_id)
-
     def failures(self) -> list[str]:
         return [c.id for c in self.checks if c.status is Status.FAIL]
 

@@ -28,7 +28,6 @@ class Audio:
     """Decoded speech: float32 samples at 16 kHz, one row per channel kept."""
 
     samples: np.ndarray  # shape (channels, n)
-    source_channels: int
 
     @property
     def duration(self) -> float:
@@ -70,7 +69,7 @@ def decode_audio(path: Path, *, max_seconds: float, keep_channels: bool = False)
             filled, buffer = _append(buffer, filled, chunk, limit, max_seconds)
     if filled == 0:
         raise UnsupportedMedia("the audio track holds no samples")
-    return Audio(buffer[:, :filled], track.channels)
+    return Audio(buffer[:, :filled])
 
 
 @dataclass(frozen=True)

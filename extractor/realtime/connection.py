@@ -67,7 +67,7 @@ from .session import Session
 log = logging.getLogger(__name__)
 
 READ_BYTES = 64 * 1024
-GOING_AWAY, PROTOCOL_ERROR, POLICY, TOO_BIG, RESTART, TRY_LATER = 1001, 1002, 1008, 1009, 1012, 1013
+GOING_AWAY, PROTOCOL_ERROR, POLICY, RESTART, TRY_LATER = 1001, 1002, 1008, 1012, 1013
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ A session is configured by ``session.update`` (the current shape: ``session.type
 ``turn_detection`` at the top); each is answered with its own ``*.updated`` event, in the shape
 it was asked in (``updates`` checks them and builds the documents). Anything a client gets
 wrong becomes a :class:`ProtocolError`, sent as an ``error`` event carrying the offending
-``event_id``; only the ones marked ``fatal`` end the session.
+``event_id``; only the ones given a ``close_code`` end the session.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ CLIENT_EVENTS = (
 
 
 class ProtocolError(Exception):
-    """Something a client sent that the server refuses: an ``error`` event, and for ``fatal``
-    ones the end of the session (``close_code`` says how the WebSocket closes)."""
+    """Something a client sent that the server refuses: an ``error`` event, and for one with a
+    ``close_code`` the end of the session (the code the WebSocket closes with)."""
 
     def __init__(
         self,
@@ -52,10 +52,6 @@ class ProtocolError(Exception):
         super().__init__(message)
         self.code, self.message, self.param = code, message, param
         self.event_id, self.kind, self.close_code = event_id, kind, close_code
-
-    @property
-    def fatal(self) -> bool:
-        return self.close_code is not None
 
     def event(self) -> dict[str, Any]:
         """The ``error`` server event."""

@@ -83,7 +83,6 @@ class Session:
         self._backlog_lock = threading.Lock()
         self.on_step: Callable[[Session], None] = lambda _session: None  # after each step
         self.broken = False  # a step raised: the connection ends the session
-        self.cpu_seconds = 0.0  # spent in steps, for the metrics and the bench
         # Audio not yet through the VAD: pieces of an append as sent (converted one at a time,
         # so a 15 MiB append is never held as float samples), or samples already converted.
         self.samples: deque[memoryview | np.ndarray] = deque()
