@@ -1,10 +1,11 @@
 """The searchable PDF reply: each page's image with the recognised words invisible over it.
 
 Written a page at a time into a file (``write_searchable_pdf``): a page's image (a JPEG,
-``DCTDecode``) drawn to the page's size, then one text object per line of the ``Document``,
-each word placed at its box in text render mode 3 (invisible) and stretched (``Tz``) to the box's
-width, so a viewer selects and searches it where it is printed and ``pdftotext`` reads the
-lines in the reply's order. Only one page's image is ever in memory; the objects every page
+``DCTDecode``) drawn to the page's size, then the page's lines of the ``Document`` in order, one
+text line each, every word placed at its box in text render mode 3 (invisible) and stretched
+(``Tz``) to the box's width, so a viewer selects and searches it where it is printed and
+``pdftotext`` reads the lines in the reply's order (a page read turned has its text turned
+with it). Only one page's image is ever in memory; the objects every page
 shares (fonts, the page tree, the character map) are written after the last page.
 
 Words Windows-1252 can spell use Helvetica (a standard font, nothing embedded); any other word
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from html import escape
 from typing import BinaryIO
@@ -32,7 +33,6 @@ from PIL import ImageCms
 from extractor.replies.formats import page_lines
 from extractor.replies.importable import BoundingBox, Document, Line, Page
 
-MEDIA_TYPE = "application/pdf"
 MAX_POINTS = 14_400  # the largest page side PDF (and PDF/A) allows, in points
 DESCENT = 0.2  # of a line box's height below the baseline (Helvetica's descender: 0.207 em)
 # Helvetica's advance widths (1/1000 em) of printable ASCII, from its AFM; others: 556.
@@ -63,10 +63,6 @@ class PageScan:
     height: int
     components: int
     dpi: float  # of the Document's page pixels: a box's pixel is 72/dpi points
-
-
-# The page images, one per page of the document, in order (a generator the writer closes).
-PageScans = Callable[[], Iterator[PageScan]]
 
 
 class _Objects:
