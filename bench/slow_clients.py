@@ -102,13 +102,12 @@ def serve(service: str, variant: str, port: int, read_deadline: float) -> None:
     else:
         from extractor.config import LabelingSettings
         from extractor.labeling.app import create_labeling_app
-        from extractor.labeling.cli import intake_limits as labeling_limits
-        from extractor.labeling.cli import serve_options
+        from extractor.labeling.cli import graphql_intake_limits, serve_options
 
         lsettings = LabelingSettings.load()
         options = serve_options(lsettings, bind, 1, 4)
         options["accesslog"] = None
-        limits = labeling_limits(lsettings)
+        limits = graphql_intake_limits(lsettings)
         factory = lambda: create_labeling_app(lsettings, start_workers=True)  # noqa: E731
         plain = "extractor.server.buffering_worker.BufferingThreadWorker"
     if variant == "gthread":

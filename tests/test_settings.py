@@ -13,7 +13,7 @@ import pytest
 
 from extractor.cli import build_parser, main
 from extractor.config import DEFAULT_FORMATS, LabelingSettings, Settings, SettingsError
-from extractor.config.docs import TABLES, declared_here, fill_tables, settings_table
+from extractor.config.docs import SHARED, TABLES, declared_here, fill_tables, settings_table
 from extractor.config.fields import SettingsBase, setting, settings_from_flags
 from extractor.labeling.outbound import OutboundSettings
 from extractor.replies.formats import DEFAULT_CHOICES
@@ -30,7 +30,13 @@ def test_the_settings_page_tables_are_the_generated_ones() -> None:
 
 def test_every_setting_is_in_one_table_with_its_unit() -> None:
     tabled = [
-        declared.variable for settings, _ in TABLES.values() for declared in declared_here(settings)
+        variable
+        for settings, _ in TABLES.values()
+        for declared in declared_here(settings)
+        for variable in (
+            declared.variable,
+            *([SHARED[settings].variable(declared.name)] if settings in SHARED else []),
+        )
     ]
     every = [d.variable for service in (Settings, LabelingSettings) for d in service.declared()]
     assert sorted(tabled) == sorted(every)

@@ -15,6 +15,7 @@ from pathlib import Path
 from .engines import EngineSettings
 from .extraction import Settings
 from .fields import Setting, SettingsBase
+from .intake import IntakeSettings
 from .jobs import JobSettings
 from .labeling import LabelingSettings
 from .labeling_limits import LabelingLimits
@@ -23,6 +24,7 @@ from .labeling_limits import LabelingLimits
 # whether they are also flags (``extractor serve`` and ``extractor extract`` offer them; the
 # labeling commands read the environment only). Every setting is in exactly one table.
 TABLES: dict[str, tuple[type[SettingsBase], bool]] = {
+    "intake": (IntakeSettings, True),
     "extractor": (Settings, True),
     "extractor-jobs": (JobSettings, True),
     "extractor-engines": (EngineSettings, True),
@@ -69,14 +71,27 @@ def declared_here(settings: type[SettingsBase]) -> list[Setting]:
     return [declared for declared in settings.declared() if declared.name in own]
 
 
+# Settings both services inherit: their table names the labeling service's variable too.
+SHARED: dict[type[SettingsBase], type[SettingsBase]] = {IntakeSettings: LabelingSettings}
+
+
 def settings_table(settings: type[SettingsBase], flags: bool) -> str:
     """The Markdown table of the settings declared in ``settings``' body, in their order."""
-    head = ["Environment variable", *(["CLI flag"] if flags else []), "Default", "Unit", "Meaning"]
+    also = SHARED.get(settings)
+    head = [
+        "Environment variable",
+        *(["CLI flag"] if flags else []),
+        *(["Labeling service"] if also else []),
+        "Default",
+        "Unit",
+        "Meaning",
+    ]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for declared in declared_here(settings):
         cells = [
             f"`{declared.variable}`",
             *([f"`{declared.flag}`"] if flags else []),
+            *([f"`{also.variable(declared.name)}`"] if also else []),
             shown_default(declared),
             declared.rule.unit,
             meaning(declared),

@@ -12,6 +12,7 @@ from typing import ClassVar
 
 from .engines import EngineSettings, cpu_count
 from .fields import setting
+from .intake import IntakeSettings
 from .jobs import JobSettings
 
 # Reply formats a deployment may answer in when the Accept header leaves the choice open: those
@@ -25,7 +26,7 @@ SLIDE_KEEP_SECONDS = 7.0
 
 
 @dataclass(frozen=True)
-class Settings(JobSettings, EngineSettings):
+class Settings(JobSettings, EngineSettings, IntakeSettings):
     """What one extractor deployment is configured to do.
 
     How the engines read (OCR, PDF pages, speech, speaker labels) is declared in
@@ -66,52 +67,6 @@ class Settings(JobSettings, EngineSettings):
         "seconds",
         "Seconds one extraction may take (queue wait included) before a 504.",
         above=0,
-    )
-    header_timeout: float = setting(
-        10.0,
-        "seconds",
-        "Seconds a request's line and headers may take to arrive (408 and close; a connection"
-        " that sent nothing is just closed). Requests are received whole before a thread sees"
-        " them, so a slow client holds no thread meanwhile.",
-        above=0,
-    )
-    body_timeout: float = setting(
-        30.0,
-        "seconds",
-        "Seconds a request body may take to arrive, plus 1 s per EXTRACTOR_BODY_MIN_RATE bytes"
-        " received (408 and close).",
-        above=0,
-    )
-    body_min_rate: int = setting(
-        100_000,
-        "bytes/s",
-        "Bytes per second an upload at least this fast never times out (a 200 MB upload has"
-        " 30 s + 2,000 s); a body dribbled slower gets its 408 after ~EXTRACTOR_BODY_TIMEOUT.",
-        at_least=1,
-    )
-    send_timeout: float = setting(
-        30.0,
-        "seconds",
-        "Seconds a client may take to read a reply, plus 1 s per EXTRACTOR_BODY_MIN_RATE bytes"
-        " of it; then the connection is closed and the thread serving it freed.",
-        above=0,
-    )
-    keepalive_timeout: int = setting(
-        75,
-        "seconds",
-        "Seconds an idle kept-alive connection waits for the client's next request (it holds no"
-        " thread meanwhile). Longer than common clients' and proxies' own idle limits (httpx"
-        " 5 s, nginx upstream 60 s), so they close first instead of sending a request into a"
-        " connection being closed.",
-        at_least=1,
-    )
-    max_pending_connections: int = setting(
-        256,
-        "requests",
-        "Requests one worker may be receiving at once (their bodies spooled to memory up to"
-        " 64 KiB, then to an unlinked file in EXTRACTOR_TMP_DIR); a connection beyond them gets"
-        " 503 with Retry-After.",
-        at_least=1,
     )
     secret: str | None = setting(
         None,

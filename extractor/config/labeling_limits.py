@@ -12,13 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from extractor.config.fields import SettingsBase, setting
+from extractor.config.fields import setting
+from extractor.config.intake import IntakeSettings
 
 MiB = 1024 * 1024
 
 
 @dataclass(frozen=True)
-class LabelingLimits(SettingsBase):
+class LabelingLimits(IntakeSettings):
     """What one tenant may send, store and make the service do; part of LabelingSettings."""
 
     env_prefix: ClassVar[str] = "EXTRACTOR_LABELING_"
@@ -110,50 +111,6 @@ class LabelingLimits(SettingsBase):
         "inside `__schema` and `__type`, each value of the reply (counted exactly from the "
         "schema). A request of introspection alone may cost up to the schema's full "
         "description (about 2,070), answered from a cache.",
-        at_least=1,
-    )
-    header_timeout: float = setting(
-        10.0,
-        "seconds",
-        "Seconds a request's line and headers may take to arrive; then HTTP 408 and the "
-        "connection closed (one that sent nothing is just closed). No thread waits meanwhile.",
-        above=0,
-    )
-    body_timeout: float = setting(
-        30.0,
-        "seconds",
-        "Seconds a request body may take to arrive, plus 1 s per `BODY_MIN_RATE` bytes "
-        "received; then HTTP 408 and the connection closed.",
-        above=0,
-    )
-    body_min_rate: int = setting(
-        100_000,
-        "bytes/s",
-        "Bytes per second an upload at least this fast never times out (200 MiB: 30 s + "
-        "2,097 s); a body dribbled slower gets its 408 after about `BODY_TIMEOUT`.",
-        at_least=1,
-    )
-    send_timeout: float = setting(
-        30.0,
-        "seconds",
-        "Seconds a client may take to read a reply, plus 1 s per `BODY_MIN_RATE` bytes of it; "
-        "then the connection is closed and the thread serving it freed.",
-        above=0,
-    )
-    keepalive_timeout: int = setting(
-        75,
-        "seconds",
-        "Seconds an idle kept-alive connection waits for the client's next request (it holds no "
-        "thread meanwhile). Longer than common clients' and proxies' own idle limits (httpx "
-        "5 s, nginx upstream 60 s), so they close first instead of sending a request into a "
-        "connection being closed.",
-        above=0,
-    )
-    max_pending_connections: int = setting(
-        256,
-        "requests",
-        "Requests one server process may be receiving at once (bodies spooled in memory up to "
-        "64 KiB, then in an unlinked temporary file); a connection beyond them gets HTTP 503.",
         at_least=1,
     )
     max_documents_page: int = setting(

@@ -220,7 +220,7 @@ def _serve(settings: LabelingSettings, bind: str, workers: int, threads: int) ->
         return create_labeling_app(settings, start_workers=True)
 
     gunicorn_serve(
-        factory, serve_options(settings, bind, workers, threads), intake_limits(settings)
+        factory, serve_options(settings, bind, workers, threads), graphql_intake_limits(settings)
     )
     return 0
 
@@ -250,7 +250,7 @@ def serve_options(
     }
 
 
-def intake_limits(settings: LabelingSettings) -> IntakeLimits:
+def graphql_intake_limits(settings: LabelingSettings) -> IntakeLimits:
     """How requests may arrive (deadlines, how many at once, how large), answered in the
     GraphQL error shape."""
     from extractor.server.intake import IntakeLimits
@@ -261,14 +261,8 @@ def intake_limits(settings: LabelingSettings) -> IntakeLimits:
         name = "".join(part.capitalize() for part in code.split("_")) + "Error"
         return json.dumps(error_body(message, code.upper(), name)).encode()
 
-    return IntakeLimits(
-        header_timeout=settings.header_timeout,
-        body_timeout=settings.body_timeout,
-        min_body_rate=settings.body_min_rate,
-        max_pending=settings.max_pending_connections,
-        send_timeout=settings.send_timeout,
-        max_body_bytes=settings.max_upload_bytes,
-        error_body=graphql_error,
+    return IntakeLimits.of(
+        settings, max_body_bytes=settings.max_upload_bytes, error_body=graphql_error
     )
 
 

@@ -74,14 +74,14 @@ GOING_AWAY, PROTOCOL_ERROR, POLICY, RESTART, TRY_LATER = 1001, 1002, 1008, 1012,
 class RealtimeLimits:
     """What one live session may do (every field is an EXTRACTOR_REALTIME_* setting)."""
 
-    sessions: int = 2
-    session_seconds: float = 3600.0
-    idle_timeout: float = 60.0
-    first_audio_seconds: float = 10.0
-    sessions_per_client: int = 2
-    max_append_bytes: int = 15 * 1024 * 1024
-    buffer_bytes: int = 1024 * 1024
-    send_buffer_bytes: int = 1024 * 1024
+    sessions: int
+    session_seconds: float
+    idle_timeout: float
+    first_audio_seconds: float
+    sessions_per_client: int
+    max_append_bytes: int
+    buffer_bytes: int
+    send_buffer_bytes: int
 
     @property
     def max_message_bytes(self) -> int:

@@ -113,12 +113,8 @@ def intake_limits(settings: Settings) -> IntakeLimits:
     """How requests may arrive: deadlines, how many at once, how large (413 before the body
     is spooled; the app's own limit stays the authority)."""
     keys = credentials(settings)  # forked into the workers, each re-reading a changed file
-    return IntakeLimits(
-        header_timeout=settings.header_timeout,
-        body_timeout=settings.body_timeout,
-        min_body_rate=settings.body_min_rate,
-        max_pending=settings.max_pending_connections,
-        send_timeout=settings.send_timeout,
+    return IntakeLimits.of(
+        settings,
         max_body_bytes=settings.max_upload_bytes + MULTIPART_SLACK,
         spool_dir=settings.tmp_dir,
         admit=partial(_require_credential, keys) if keys.required else None,

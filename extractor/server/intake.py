@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import IO, Any
 
+from extractor.config.intake import IntakeSettings
 from extractor.errors import NO_ROOM_ERRNOS, ExtractorError, InsufficientStorage, ServiceBusy
 
 SPOOL_MEMORY_BYTES = 64 * 1024  # a body up to this size stays in memory; larger ones go to disk
@@ -53,17 +54,31 @@ class IntakeLimits:
     at least that fast never times out while a dribbling one is cut after ``body_timeout``.
     """
 
-    header_timeout: float = 10.0
-    body_timeout: float = 30.0
-    min_body_rate: int = 100_000
-    max_pending: int = 256
-    send_timeout: float = 30.0  # for a reply, as body_timeout for a request body
+    # The settings' defaults (``config/intake.py``), for a worker or a test given no settings.
+    header_timeout: float = IntakeSettings.header_timeout
+    body_timeout: float = IntakeSettings.body_timeout
+    min_body_rate: int = IntakeSettings.body_min_rate
+    max_pending: int = IntakeSettings.max_pending_connections
+    send_timeout: float = IntakeSettings.send_timeout  # a reply's, as body_timeout a request's
     max_body_bytes: int | None = None
     spool_dir: str | None = None
     error_body: Callable[[int, str, str], bytes] = json_error
     # Looks at a head whose body is coming and may refuse it before the body is received:
     # the extractor refuses an upload without its shared secret (401) there.
     admit: Callable[[Head], Refusal | None] | None = None
+
+    @classmethod
+    def of(cls, settings: IntakeSettings, **own: Any) -> IntakeLimits:
+        """The limits a service's settings declare, with what is the service's own (its largest
+        body, its error shape, its early refusal)."""
+        return cls(
+            header_timeout=settings.header_timeout,
+            body_timeout=settings.body_timeout,
+            min_body_rate=settings.body_min_rate,
+            max_pending=settings.max_pending_connections,
+            send_timeout=settings.send_timeout,
+            **own,
+        )
 
 
 class Refusal(Exception):
