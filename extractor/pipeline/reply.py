@@ -9,6 +9,7 @@ web and the command line. Nothing here knows HTTP: the caller saves the upload i
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Generator, Iterator, MutableMapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -101,6 +102,7 @@ def extract_reply(
     reports; ``name`` is the client's file name, of which only the base name is kept.
     """
     settings = extractor.settings
+    deadline = time.monotonic() + settings.request_timeout  # a PDF reply is drawn within it
     timings = timings or Timings()
     fields: MutableMapping[str, object] = {} if log_fields is None else log_fields
     sniffed = check_upload(path, settings, fields)
@@ -114,7 +116,7 @@ def extract_reply(
         if reply_format.scanned:  # drawn over the upload's pages, while it is here
             reply = Reply(document, reply_format, None, workdir / REPLY_NAME)
             assert reply.spooled is not None
-            write_pdf_reply(document, path, sniffed, workdir, settings, reply.spooled)
+            write_pdf_reply(document, path, sniffed, workdir, settings, reply.spooled, deadline)
         else:
             reply = document_reply(document, reply_format, workdir, settings, json_indent)
     log_document(document, fields)
