@@ -22,8 +22,8 @@ RUNTIME_DEBS := tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd
 DEV_DEBS := espeak-ng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-ita fonts-dejavu-core \
             fonts-liberation2 postgresql chromium chromium-driver poppler-utils curl jq prometheus
 
-.PHONY: install install-dev run test test-fast lint typecheck bench accuracy accuracy-baseline \
-        clean settings-table docs image image-test \
+.PHONY: install install-dev run test test-fast lint deadcode typecheck bench accuracy \
+        accuracy-baseline clean settings-table docs image image-test \
         apt-image
 
 install: apt-runtime $(SERVE_STAMP) $(if $(filter base,$(EXTRACTOR_ASR_MODEL)),$(BASE_STAMP))
@@ -93,6 +93,11 @@ lint:
 	$(BIN)/ruff check extractor tests bench image docs/_hooks examples
 	$(BIN)/ruff format --check extractor tests bench image docs/_hooks examples
 
+# Code nothing uses fails the build: vulture reads its paths and exceptions from pyproject.toml
+# ([tool.vulture]); what is used where it cannot see is listed, with why, in .vulture_whitelist.py.
+deadcode:
+	$(BIN)/vulture
+
 typecheck:
 	$(BIN)/mypy extractor
 
@@ -106,7 +111,7 @@ typecheck:
 # Before the split one serial pass took 21 min 54 s (clean clone, 2 cores); docs/development.md.
 TEST_WORKERS ?= 3
 PARALLEL_MARKERS := not serial and not torch
-test: install-dev lint typecheck docs
+test: install-dev lint deadcode typecheck docs
 	@# The libraries pip has just written stay cached in large folios that a process maps whole:
 	@# dropped here, before any test process maps them, the serial pass measures a worker's RSS
 	@# as on a machine that read them from disk (bench/pagecache.py, bench/memory.md).
@@ -125,7 +130,7 @@ FAST_MARKERS := not slow and not postgres and not browser and not torch and not 
 # Three pytest workers (pytest-xdist, work stealing): on 2 cores, 3 keep both busy while one waits on
 # a server or a subprocess (measured: -n 2 3 min 27 s, -n 3 2 min 59 s, -n 4 2 min 57 s of pytest).
 FAST_WORKERS ?= 3
-test-fast: install-dev lint typecheck
+test-fast: install-dev lint deadcode typecheck
 	$(BIN)/python -m pytest -q -n $(FAST_WORKERS) --dist worksteal -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
 
 bench: install-dev
