@@ -181,6 +181,7 @@ def wait_for_job(url: str, job_id: str, timeout: float = 300) -> dict[str, Any]:
         time.sleep(0.3)
 
 
+@pytest.mark.slow  # a server or CLI process: make test runs it, make test-fast does not
 def test_over_gunicorn_extract_and_a_job_answer_the_same_pdf(
     tmp_path: Path, three_page_pdf: bytes
 ) -> None:
