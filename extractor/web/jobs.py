@@ -20,7 +20,6 @@ from extractor.async_jobs.documents import read_document
 from extractor.async_jobs.errors import InvalidCallback
 from extractor.async_jobs.options import read_options, stored_options
 from extractor.async_jobs.owners import owner_of
-from extractor.async_jobs.store import pdf_pieces, pdf_size
 from extractor.async_jobs.webhook import check_callback_url, policy_of
 from extractor.config import Settings
 from extractor.credentials import require_identity
@@ -222,6 +221,10 @@ def job_result(job_id: str) -> Response:
 def _stored_pdf(job_id: str, media_type: str) -> Response:
     """The job's searchable PDF, as its run stored it (``store.save_pdf``), a piece at a time:
     only a job submitted with ``format=pdf`` has one (its upload is gone once it ended)."""
+    # Here, not at the top: the store imports SQLAlchemy, which a worker loads with the job
+    # system on its first job route (async_jobs/light.py), never at start.
+    from extractor.async_jobs.store import pdf_pieces, pdf_size
+
     db = _jobs().db
     stored = pdf_size(db, job_id)
     if stored is None:
