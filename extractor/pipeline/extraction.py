@@ -151,10 +151,12 @@ class Extractor:
                 return job()
             return self.gate.run(job, deadline, cancel)
 
-    def check_language(self, options: ExtractionRequest) -> None:
-        """Refuse a spoken language the request's model does not transcribe (400, language)."""
-        language = options.language or self.settings.asr_language
-        if language is not None:
+    def check_audio(self, options: ExtractionRequest) -> None:
+        """Refuse before decoding what cannot be done (/extract and a job's submit alike):
+        ``speakers=auto`` without its extra, a language the model lacks (400, language)."""
+        if options.speakers == "auto":
+            self.speakers.require()
+        if language := options.language or self.settings.asr_language:
             self.models.check_language(language, options.model)
 
     # -- OCR ------------------------------------------------------------------------------
@@ -306,10 +308,8 @@ class Extractor:
         on_segment: Callable[[TranscriptSegment], None] | None = None, *, job: bool = False,
     ) -> Document:  # fmt: skip
         by_channel = options.speakers == "channels"
-        if options.speakers == "auto":
-            self.speakers.require()
         language = options.language or self.settings.asr_language
-        self.check_language(options)  # the engine is loaded: its own languages
+        self.check_audio(options)  # the engine is loaded: its own languages
         with timings.stage("decode"):
             audio = decode_spooled(
                 path, workdir, max_seconds=self.settings.max_audio_seconds,

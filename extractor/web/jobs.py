@@ -106,8 +106,8 @@ def submit_job() -> Response:
         sniffed = check_upload(path, settings, g.log_fields)
         audio = sniffed.kind.value == "audio"
         choose_format(None, reply_format, settings.default_format, audio=audio)
-        if audio:  # as /extract refuses it before decoding: 400 naming language
-            work.extractor.check_language(wanted)
+        if audio:  # as /extract refuses them before decoding (language, speakers=auto)
+            work.extractor.check_audio(wanted)
         view = jobs.submit(
             path,
             filename=reply_name(upload.filename),

@@ -5,6 +5,7 @@ port), not when its webhook is first sent."""
 from __future__ import annotations
 
 import io
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -112,3 +113,27 @@ def test_a_language_the_model_lacks_is_refused_at_submit_as_extract_refuses_it(
     assert errors[0] == errors[1] and errors[0]["param"] == "language", errors
     listed = client.get("/v1/jobs").get_json()
     assert listed["data"] == [], "the refused job was not queued"
+
+
+def test_speakers_auto_without_its_extra_is_refused_at_submit_as_extract_refuses_it(
+    make_app: Callable[..., Flask], tmp_path: Path, speech_wav: bytes,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from extractor.asr.speakers import DIARIZER_MODULE
+
+    # None in sys.modules is how Python itself marks a module as not importable.
+    monkeypatch.setitem(sys.modules, DIARIZER_MODULE, None)
+    client = make_app(data_dir=str(tmp_path / "data"), job_workers=0).test_client()
+    replies = [
+        client.post(
+            path,
+            query_string={"speakers": "auto"},
+            data={"upload": (io.BytesIO(speech_wav), "speech.wav")},
+            content_type="multipart/form-data",
+        )
+        for path in ("/extract", "/v1/jobs")
+    ]
+    errors = [reply.get_json()["error"] for reply in replies]
+    assert [reply.status_code for reply in replies] == [501, 501], errors
+    assert errors[0] == errors[1] and errors[0]["code"] == "speakers_unavailable", errors
+    assert client.get("/v1/jobs").get_json()["data"] == [], "the refused job was not queued"
