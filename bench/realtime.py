@@ -513,8 +513,8 @@ def write_report(
         " **partial-beam-3** (when measured): the short window, beam 3 for the partial decodes;"
         " **margin** (when measured): the short window, LocalAgreement-2 and a 0.3 s word-end"
         " margin.",
-        "- Server: `extractor serve --workers 2 --realtime-sessions 2"
-        " --realtime-sessions-per-client 4` (4 streams at most, all from one address);"
+        "- Server: `extractor serve --workers 2 --realtime-sessions=2"
+        " --realtime-sessions-per-client=4` (4 streams at most, all from one address);"
         " clients send PCM16 24 kHz in 40 ms messages paced to the wall clock, each stream"
         " starting 0.37 s after the previous one; the one-stream rows are two rounds of one"
         " stream, so that their percentiles pool as many turns as the two-stream rows'.",
