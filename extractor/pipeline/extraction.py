@@ -30,7 +30,6 @@ from extractor.errors import EngineTimeout, SpeakerAudioTooLong
 from extractor.heap import limit_heap_retention, loading_without_huge_pages, trim_heap
 from extractor.media.audio import SAMPLE_RATE
 from extractor.media.images import PageImage, image_pages
-from extractor.media.pdf import PdfPages
 from extractor.media.sniff import MediaKind, Sniffed
 from extractor.media.spooled import decode_spooled
 from extractor.ocr.orientation import Reading, in_upload_pixels, read_upright
@@ -38,6 +37,7 @@ from extractor.ocr.tesseract import OcrOptions, TesseractEngine
 from extractor.pipeline.gate import EngineGate, PagesAhead, in_page_order
 from extractor.pipeline.progress import Progress, ReportingEngine, no_progress, shifted
 from extractor.pipeline.request import ExtractionRequest
+from extractor.pipeline.scans import open_pdf
 from extractor.pipeline.timings import Timings
 from extractor.pipeline.transcript import Track, detected_language, shift, transcript_lines
 from extractor.pipeline.turns import MemoryTurns, Place
@@ -171,11 +171,7 @@ class Extractor:
             # are rendered there, outside this worker's memory, into the workdir, and read as any
             # others (_ocr_pages). A page past EXTRACTOR_PDF_PAGE_TIMEOUT kills that process.
             with timings.stage("decode"):
-                pdf = PdfPages(
-                    path, workdir, settings.pdf_dpi, settings.max_pages,
-                    page_timeout=settings.pdf_page_timeout, deadline=deadline,
-                    memory_mb=settings.pdf_render_memory_mb, fit_pixels=settings.ocr_max_pixels,
-                )  # fmt: skip
+                pdf = open_pdf(path, workdir, settings, deadline)
             try:
                 # The renderer works ahead of the readers: a page is rendered while the ones
                 # before it are read, not when a reader comes for it.

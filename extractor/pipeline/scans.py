@@ -53,14 +53,20 @@ def encode_scan(image: Image.Image, dpi: float) -> PageScan:
     return PageScan(buffer.getvalue(), image.width, image.height, components, dpi)
 
 
-def _pdf_scans(
-    path: Path, workdir: Path, settings: Settings, deadline: float
-) -> Iterator[PageScan]:
-    pdf = PdfPages(
+def open_pdf(path: Path, workdir: Path, settings: Settings, deadline: float) -> PdfPages:
+    """A PDF's renderer process as the deployment's settings bound it (dpi, pages, time,
+    memory, pixels): for OCR (``extraction``) and for a searchable PDF's page images alike."""
+    return PdfPages(
         path, workdir, settings.pdf_dpi, settings.max_pages,
         page_timeout=settings.pdf_page_timeout, deadline=deadline,
         memory_mb=settings.pdf_render_memory_mb, fit_pixels=settings.ocr_max_pixels,
     )  # fmt: skip
+
+
+def _pdf_scans(
+    path: Path, workdir: Path, settings: Settings, deadline: float
+) -> Iterator[PageScan]:
+    pdf = open_pdf(path, workdir, settings, deadline)
     try:
         for index in range(pdf.count):
             page = pdf.render(index, deadline)
