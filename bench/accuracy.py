@@ -32,6 +32,7 @@ from pathlib import Path
 from extractor.samples.conversations import Conversation, conversation
 
 from . import accuracy_pages as pagesets
+from . import accuracy_sections as sections
 from . import datasets
 from .accuracy_engines import BareDiarizer, BareWhisper, Service, attribute, bare_tesseract
 from .accuracy_score import (
@@ -225,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT, help=f"the report (default {OUT})")
     parser.add_argument("--no-bare", action="store_true", help="the service only")
     parser.add_argument("--no-speakers", action="store_true", help="leave out speakers=auto")
+    parser.add_argument(
+        "--only",
+        choices=sections.SECTIONS,
+        help="measure one section and replace it in --out, leaving the rest as it was",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # a line per file
@@ -232,8 +238,14 @@ def main(argv: list[str] | None = None) -> int:
 
     speakers = not args.no_speakers and speakers_available()
     with tempfile.TemporaryDirectory(prefix="extractor-accuracy-") as scratch:
-        results = run(bare=not args.no_bare, speakers=speakers, log_dir=Path(scratch))
-    text = report(results, load=os.getloadavg()[0])
+        if args.only:
+            part = sections.measure(args.only, Path(scratch))
+            text = sections.replace(args.out.read_text(), args.only, part)
+        else:
+            results = run(bare=not args.no_bare, speakers=speakers, log_dir=Path(scratch))
+            text = report(results, load=os.getloadavg()[0])
+            for name in sections.SECTIONS:
+                text = sections.replace(text, name, sections.measure(name, Path(scratch)))
     print(text)
     args.out.write_text(text)
     return 0
