@@ -13,7 +13,8 @@ from pathlib import Path
 from extractor.pipeline.request import OPTIONS
 
 from .async_jobs.client import add_commands as add_job_commands
-from .config import Settings, SettingsError
+from .cli_errors import USAGE, CommandFailed, run
+from .config import Settings
 from .config.fields import add_setting_flags, settings_from_flags
 from .errors import ExtractorError
 
@@ -69,16 +70,14 @@ def _extract(args: argparse.Namespace) -> int:
     settings = settings_from_flags(Settings, args)
     path = Path(args.file)
     if not path.is_file():
-        print(f"extractor: no such file: {path}", file=sys.stderr)
-        return 2
+        raise CommandFailed(f"no such file: {path}", USAGE)
     extractor = Extractor(settings)  # cheap: its engines load on first use
     try:
         limits = Limits.of(settings, extractor.ocr.installed_languages)
         wanted = read_request(_option_fields(args), limits)
     except ExtractorError as exc:  # a bad option: refused before any work, as a usage error
         extractor.close()
-        print(f"extractor: {exc.message}", file=sys.stderr)
-        return 2
+        raise CommandFailed(exc.message, USAGE) from None
     try:
         with workspace(settings) as workdir:
             reply = extract_reply(extractor, path, path.name, workdir, wanted, json_indent=2)
@@ -130,12 +129,9 @@ def _check(args: argparse.Namespace) -> int:
 def _listen(args: argparse.Namespace) -> int:
     from .realtime.listen import listen
 
-    try:
-        return listen(
-            args.url, args.file, secret=args.secret, rate=args.rate, fast=args.fast, out=sys.stdout
-        )
-    except KeyboardInterrupt:  # a second Ctrl-C while the last turn is being finished
-        return 130
+    return listen(
+        args.url, args.file, secret=args.secret, rate=args.rate, fast=args.fast, out=sys.stdout
+    )
 
 
 def _settings_doc(args: argparse.Namespace) -> int:
@@ -167,7 +163,14 @@ def server_only() -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="extractor", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="extractor",
+        description=__doc__,
+        epilog="Exit status: 0 done, 1 failed (server down or refusing, job failed), 2 usage"
+        " (bad flag, URL or file), 130 interrupted, 141 output closed by its reader.",
+    )
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of a failure instead of its one line")  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="serve POST /extract under gunicorn")
@@ -222,17 +225,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status (``cli_errors``: one line on standard error for a
+    failure, ``--debug`` its traceback)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "labeling":
+    debug = argv[:1] == ["--debug"]
+    if argv[debug : debug + 1] == ["labeling"]:
         from .labeling.cli import main as labeling_main
 
-        return labeling_main(argv[1:])
+        return labeling_main(argv[debug + 1 :], debug=debug)
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.run(args))
-    except SettingsError as exc:
-        print(f"extractor: {exc}", file=sys.stderr)
-        return 2
+    return run(f"extractor {args.command}", lambda: int(args.run(args)), debug=args.debug)
 
 
 if __name__ == "__main__":

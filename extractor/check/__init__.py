@@ -64,7 +64,7 @@ def check(
         # Nothing was judged: say so on every row rather than leave SKIPs that look benign.
         results = [CheckResult(r.id, r.title, Status.FAIL, transport.unreachable) for r in results]
     found = tuple((p.sample.name, what_came_back(p)) for p in probes if not transport.unreachable)
-    return Report(url, kind, tuple(results), found)
+    return Report(url, kind, tuple(results), found, transport.unreachable)
 
 
 def run_check(
@@ -75,13 +75,18 @@ def run_check(
     *,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> int:
-    """Run the kit and print its table (or JSON); 0 all met, 1 any FAIL, 2 a usage error."""
+    """Run the kit and print its table (or JSON); 0 all met, 1 any FAIL, 2 a usage error. A
+    server that cannot be reached is one line on standard error, not a table of its FAILs (the
+    JSON report still has every row, each naming why)."""
     progress = _stderr_progress if sys.stderr.isatty() and not as_json else None
     try:
         report = check(url, secret=secret, kind=kind, timeout=timeout, progress=progress)
     except UsageError as exc:
         print(f"extractor check: {exc}", file=sys.stderr)
         return 2
+    if report.unreachable and not as_json:
+        print(f"extractor check: {report.unreachable}", file=sys.stderr)
+        return 1
     sys.stdout.write(render_json(report) if as_json else render_table(report))
     return 0 if report.passed else 1
 

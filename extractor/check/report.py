@@ -31,6 +31,7 @@ class Report:
     kind: str
     checks: tuple[CheckResult, ...]
     found: tuple[tuple[str, str], ...] = ()  # (sample, what text came back), for people
+    unreachable: str | None = None  # why nothing could be posted: no reply was judged
 
     @property
     def passed(self) -> bool:

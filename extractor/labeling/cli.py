@@ -12,6 +12,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from extractor.cli_errors import CommandFailed, run
 from extractor.config import LabelingSettings, SettingsError
 from extractor.labeling.errors import LabelingError
 
@@ -68,9 +69,14 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one labeling command; returns the process exit status."""
+def main(argv: Sequence[str] | None = None, *, debug: bool = False) -> int:
+    """Run one labeling command; returns the process exit status (``cli_errors``: a failure
+    in one line, ``debug`` its traceback)."""
     args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    return run(f"extractor labeling {args.command}", lambda: _run(args), debug=debug)
+
+
+def _run(args: argparse.Namespace) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(
             level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -102,11 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve(settings, args.bind, args.workers, args.threads)
     except (LabelingError, SettingsError, ValueError) as exc:
         cause = exc.__cause__
-        print(
-            f"extractor labeling {args.command}: {exc}" + (f" ({cause})" if cause else ""),
-            file=sys.stderr,
-        )
-        return 1
+        raise CommandFailed(f"{exc}" + (f" ({cause})" if cause else "")) from None
 
 
 def add_user(settings: LabelingSettings, email: str, team: str | None) -> int:

@@ -41,6 +41,15 @@ from wsproto.events import (
 )
 from wsproto.utilities import LocalProtocolError
 
+from extractor.cli_errors import (
+    FAILED,
+    INTERRUPTED,
+    USAGE,
+    CommandFailed,
+    refusal,
+    server_url,
+)
+
 from .terminal import TurnWriter
 
 CHUNK_MS = 40
@@ -76,9 +85,7 @@ class LiveClient:
     """A blocking WebSocket client for /v1/realtime (wsproto over a socket)."""
 
     def __init__(self, url: str, secret: str | None, timeout: float = 30.0) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "ws", "https", "wss"):
-            raise SystemExit(f"extractor listen: {url}: expected http(s):// or ws(s)://")
+        parts = urlsplit(server_url(url, ("http", "ws", "https", "wss")))
         secure = parts.scheme in ("https", "wss")  # TLS, as a proxy in front of the server ends it
         host, port = parts.hostname or "127.0.0.1", parts.port or (443 if secure else 80)
         try:
@@ -86,7 +93,7 @@ class LiveClient:
             if secure:  # the system's CA certificates (SSL_CERT_FILE, SSL_CERT_DIR honoured)
                 sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
         except OSError as exc:  # refused, unresolvable, or a certificate not trusted
-            raise SystemExit(f"extractor listen: cannot connect to {url}: {exc}") from None
+            raise CommandFailed(f"cannot connect to {url}: {exc}") from None
         self.sock = sock
         self.ws = WSConnection(ConnectionType.CLIENT)
         self.lock = threading.Lock()
@@ -107,7 +114,7 @@ class LiveClient:
                             break
                     elif isinstance(event, CloseConnection):
                         break
-                raise SystemExit(f"extractor listen: refused with {status}: {body.decode()}")
+                raise CommandFailed(f"refused with {refusal(status, body)}")
 
     def _send(self, event: Any) -> None:
         with self.lock:
@@ -150,12 +157,15 @@ class LiveClient:
 def listen(
     url: str, source: str, *, secret: str | None, rate: int, fast: bool, out: IO[str]
 ) -> int:
-    """Stream ``source``; print each turn's words as they arrive, one line per turn."""
+    """Stream ``source``; print each turn's words as they arrive, one line per turn. The exit
+    status: 0 every turn printed, 1 a failure (said on standard error), 130 after Ctrl-C (the
+    audio sent is still transcribed and printed; a second Ctrl-C ends at once)."""
     chunks = pcm_chunks(source, rate)
     try:  # a missing or undecodable file says so before any connection
         first = next(chunks, b"")
     except (OSError, ValueError) as exc:  # PyAV's errors are these too
-        raise SystemExit(f"extractor listen: cannot read {source}: {exc}") from None
+        missing = isinstance(exc, FileNotFoundError | PermissionError | IsADirectoryError)
+        raise CommandFailed(f"cannot read {source}: {exc}", USAGE if missing else FAILED) from None
     client = LiveClient(url, secret)
     writer = TurnWriter.to(out)  # on a terminal, each turn's revisable tail too
     failures: list[str] = []
@@ -219,6 +229,7 @@ def listen(
     reader.start()
     started = time.monotonic()
     unreadable = ""
+    interrupted = False
     try:
         for index, chunk in enumerate(itertools.chain([first] if first else [], chunks)):
             if not reader.is_alive():  # the server ended the session (its error is printed)
@@ -229,6 +240,7 @@ def listen(
                 {"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()}
             )
     except KeyboardInterrupt:  # Ctrl-C: what was sent is still transcribed and printed
+        interrupted = True
         writer.say("extractor listen: stopped; finishing the last turn")
     except (OSError, LocalProtocolError) as exc:
         _lost(failures, exc, writer)
@@ -251,7 +263,11 @@ def listen(
         writer.say("extractor listen: no answer from the server for 120 s")
     elif not complete.is_set() and not failures:
         writer.say("extractor listen: the server closed the session before its end")
+    if interrupted:
+        writer.end_turn()  # a turn cut short keeps its words on a line of their own
     writer.close()
+    if interrupted:
+        return INTERRUPTED
     return 0 if complete.is_set() and not failures and not unreadable else 1
 
 
