@@ -67,6 +67,33 @@ SONNET_FILES = {
 }
 
 
+# Real documents for OCR (bench.accuracy_documents): scans and born-digital PDFs from the test
+# resources of two source distributions, each file pinned by sha256.
+OCRMYPDF = "ocrmypdf==16.5.0"
+OCRMYPDF_PREFIX = "ocrmypdf-16.5.0/tests/resources/"
+OCRMYPDF_FILES = {
+    "cmyk.pdf": "6d3e47ad66c94d02436aca48f881a20f594bc0ded731001ebe4639497d697cd3",
+    "tagged.pdf": "94324b1221ae3105ce0b6ee1abb84f37bf9b9e3c91dc6e8301b786ceb768fcea",
+    "link.pdf": "303a922356bd9a1cd0c8323f85c26128949d59a2b63acf51776cc51c2f461cda",
+    "toc.pdf": "7a185e63e5c486bf84f56aa76e7f6d9f68a9aab44f0c1c85c2d6668165423133",
+    "graph.pdf": "11fa2cef6845341795dc4103e68b31df5ff4fc72a7b7fa42904eb22b9bd70613",
+    "linn.pdf": "e923f6e8e036185f8f2aae5f7fdeefd8ac658d627cebd4ebf630de4cbf0a2d64",
+    "linn.png": "dcd90f08a6b8a733612f818330153636c13283dd548e2e092cad1fe628ec7bf3",
+    "skew.pdf": "6be6b54d49df71351974774404e299b756d8d3cbeb2c4a31f15fae8dd983d72f",
+    "rotated_skew.pdf": "5122c07d05a61219eb9f8305776ef16def6b34c29358e05c5ae2e884a351438f",
+    "cardinal.pdf": "ebd7b2233aea5f320562df9635901bbd8e734cb42c85defa1059163d4b1d6ccb",
+}
+TABULA = "tabula-py==2.9.3"
+TABULA_PREFIX = "tabula_py-2.9.3/tests/resources/"
+TABULA_FILES = {
+    "12s0324.pdf": "092853e4af150d1c72f474a59ce902305e8675c1d04059d5e2af4a628bc6dfbd",
+    "MultiColumn.pdf": "ad8639d78ff804aff84ec15eac915367f3aa177f39de12b7b02cbc6cb19d3162",
+    "campaign_donors.pdf": "e08bf501a22136360ac22020caae5ce21934de8cf18c62ca293dd02b8971088e",
+    "data.pdf": "398b460ae6896c553335c45736fe6962992ee3b3f22d15058c335846f7c60143",
+    "data_dtype.pdf": "a2d84035405f44c205554a9f25497f08dd61e91b5bdaef919b0a8bfb14a72213",
+}
+
+
 class DatasetError(RuntimeError):
     """The data could not be fetched, or a file is not the one pinned."""
 
@@ -167,6 +194,18 @@ def sonnet() -> Recital:
     with (folder / "sonnet.csv").open(newline="") as rows:
         lines = [(float(start), float(end), text) for _id, start, end, text in csv.reader(rows)]
     return Recital(folder / "audio.wav", lines)
+
+
+def documents() -> dict[str, Path]:
+    """Every pinned document by file name, fetched and checked on first use."""
+    found: dict[str, Path] = {}
+    for name, requirement, prefix, files in (
+        ("ocrmypdf", OCRMYPDF, OCRMYPDF_PREFIX, OCRMYPDF_FILES),
+        ("tabula", TABULA, TABULA_PREFIX, TABULA_FILES),
+    ):
+        folder = _ensure(f"documents-{name}", requirement, "sdist", prefix, files)
+        found |= {file: folder / file for file in files}
+    return found
 
 
 def read_rttm(path: Path) -> list[SpeakerTurn]:
