@@ -135,13 +135,16 @@ def test_ocr_language_count_is_bounded_by_the_setting(
     assert "the limit is 1" in reply.get_json()["error"]["message"]
 
 
-def test_readiness_lists_the_installed_ocr_languages(make_app: Callable[..., Flask]) -> None:
+def test_readiness_lists_the_installed_ocr_languages_and_the_rotation_default(
+    make_app: Callable[..., Flask],
+) -> None:
     app: Flask = make_app()
     app.extensions["extractor"].load()
     ready = app.test_client().get("/readyz").get_json()
     installed = ready["tesseract"]["installed_languages"]
     assert {"eng", "deu"} <= set(installed)
     assert installed == sorted(installed)
+    assert ready["tesseract"]["rotate"] is True  # ?ocr_rotate='s default, for the page
 
 
 # -- the CLI takes the same path without the web layer ---------------------------------------

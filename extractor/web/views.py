@@ -88,9 +88,10 @@ def readyz() -> tuple[Response, int]:
     extractor = _extractor()
     ready, details = extractor.readiness()
     tesseract = details.get("tesseract")
-    if isinstance(tesseract, dict):  # checked: say what ?ocr_languages= may ask for
-        installed = sorted(extractor.ocr.installed_languages())
-        details["tesseract"] = {**tesseract, "installed_languages": installed}
+    if isinstance(tesseract, dict):  # checked: also what the page offers for images
+        installed = sorted(extractor.ocr.installed_languages())  # what ?ocr_languages= may name
+        rotate = _settings().ocr_rotate  # the default of ?ocr_rotate=
+        details["tesseract"] = {**tesseract, "installed_languages": installed, "rotate": rotate}
     return jsonify(status="ready" if ready else "not ready", **details), 200 if ready else 503
 
 
