@@ -6,6 +6,8 @@ const els = {
   zone: document.getElementById("drop-zone"),
   input: document.getElementById("file"),
   language: document.getElementById("opt-language"),
+  ocrLanguages: document.getElementById("opt-ocr-languages"),
+  rotate: document.getElementById("opt-rotate"),
   speakers: document.querySelectorAll('input[name="speakers"]'),
   speakerCount: document.getElementById("opt-speaker-count"),
   async: document.getElementById("opt-async"),
@@ -22,10 +24,16 @@ const els = {
   downloadJson: document.getElementById("download-json"),
   downloadText: document.getElementById("download-text"),
   downloadPdf: document.getElementById("download-pdf"),
+  downloadVtt: document.getElementById("download-vtt"),
+  downloadSrt: document.getElementById("download-srt"),
 };
 
-// What is on screen: object URLs (revoked when replaced), the reply as JSON text, and its text.
-const shown = { urls: [], json: "", text: "", file: null };
+// What is on screen: object URLs (revoked when replaced), the reply as JSON text, its text, the
+// file, the options it was read with, and the job's URL when it ran as one.
+const shown = { urls: [], json: "", text: "", file: null, params: null, job: null };
+// How this server reads images by default (GET /readyz): its configured OCR languages and its
+// rotation setting. An option is sent only where the page's choice differs from them.
+const ocrDefaults = { languages: null, rotate: null };
 let inFlight = null; // AbortController of the running upload, so a new file cancels the old one
 let generation = 0; // counts uploads: a reply that arrives after a newer file was chosen is dropped
 let pendingFile = null; // the file waiting for an access token after a 401
@@ -86,6 +94,56 @@ function setSpeakerCount(params, count) {
   if (params.get("speakers") !== "channels") params.set("speakers", "auto");
 }
 
+// The checked OCR languages and the rotation switch, each sent only where it differs from the
+// server's default (until /readyz says, the switch's default is taken as on, as it starts);
+// nothing checked: the server's languages. The server ignores both for audio.
+function setOcrOptions(params) {
+  const boxes = [...els.ocrLanguages.querySelectorAll('input[type="checkbox"]')];
+  const chosen = boxes.filter((box) => box.checked).map((box) => box.value);
+  const usual = ocrDefaults.languages || [];
+  const same = chosen.length === usual.length && chosen.every((code) => usual.includes(code));
+  if (chosen.length && !same) params.set("ocr_languages", chosen.join("+"));
+  if (els.rotate.checked !== (ocrDefaults.rotate ?? true)) {
+    params.set("ocr_rotate", els.rotate.checked ? "on" : "off");
+  }
+}
+
+// One checkbox per language Tesseract has installed on this server (GET /readyz lists them),
+// its configured languages first and checked; the rotation switch set as the server's setting.
+// osd is left out: it tells a page's orientation and script, it reads no text.
+async function loadOcrOptions() {
+  let tesseract = null;
+  try {
+    tesseract = (await (await fetch("/readyz")).json()).tesseract; // 503 while loading: the same
+  } catch {
+    // No list: the server's own languages are read.
+  }
+  if (!tesseract || typeof tesseract !== "object") {
+    els.ocrLanguages.hidden = true;
+    return;
+  }
+  const usual = tesseract.languages || [];
+  const installed = (tesseract.installed_languages || []).filter((code) => code !== "osd");
+  ocrDefaults.languages = usual;
+  if (typeof tesseract.rotate === "boolean") {
+    ocrDefaults.rotate = tesseract.rotate;
+    els.rotate.checked = tesseract.rotate;
+  }
+  const ordered = [...usual.filter((code) => installed.includes(code)),
+                   ...installed.filter((code) => !usual.includes(code))];
+  for (const code of ordered) {
+    const label = document.createElement("label");
+    const box = document.createElement("input");
+    box.type = "checkbox";
+    box.name = "ocr-language";
+    box.value = code;
+    box.checked = usual.includes(code);
+    label.append(box, ` ${code}`);
+    els.ocrLanguages.append(label);
+  }
+  els.ocrLanguages.hidden = !ordered.length;
+}
+
 function speakerOf(cell) {
   const item = (cell.metadata || []).find((m) => m.key === "speaker");
   return item ? item.value : null;
@@ -115,7 +173,7 @@ function objectURL(blob) {
 
 function clearResult() {
   for (const url of shown.urls) URL.revokeObjectURL(url);
-  Object.assign(shown, { urls: [], json: "", text: "", file: null });
+  Object.assign(shown, { urls: [], json: "", text: "", file: null, params: null, job: null });
   els.viewer.replaceChildren();
   els.lines.replaceChildren();
   els.json.textContent = "";
@@ -141,6 +199,7 @@ async function extract(file) {
   const speakers = [...els.speakers].find((radio) => radio.checked)?.value;
   if (speakers) params.set("speakers", speakers); // "channels" or "auto"; empty: none
   setSpeakerCount(params, els.speakerCount.value.trim());
+  setOcrOptions(params);
   const form = new FormData();
   form.append("upload", file, file.name || "upload");
   const headers = { Accept: "application/json" };
@@ -152,13 +211,14 @@ async function extract(file) {
   const started = performance.now();
   let response;
   let body;
+  let job = null; // the job's URL, when the upload ran as one
   try {
     const query = params.toString() ? `?${params}` : "";
     response = await fetch(`/extract${query}`, {
       method: "POST", body: form, headers, signal: controller.signal,
     });
     if (response.status === 202) {
-      response = await awaitJob(response, headers, controller.signal, file);
+      ({ response, location: job } = await awaitJob(response, headers, controller.signal, file));
     }
     body = await response.text();
   } catch (err) {
@@ -200,11 +260,13 @@ async function extract(file) {
     showError(`Could not extract text from ${file.name}`, message, error?.code);
     return;
   }
+  shown.params = params;
+  shown.job = job;
   await show(file, parsed, seconds, run);
 }
 
-// Follow a job until it ends, showing its progress; its result (or, when it failed, a reply
-// carrying its error as /extract would have answered it).
+// Follow a job until it ends, showing its progress; its URL and its result (or, when it failed,
+// a reply carrying its error as /extract would have answered it).
 async function awaitJob(accepted, headers, signal, file) {
   let job = await accepted.json();
   const location = accepted.headers.get("Location") || `/v1/jobs/${job.id}`;
@@ -215,31 +277,49 @@ async function awaitJob(accepted, headers, signal, file) {
     setState("busy", `Job for ${file.name}: ${job.status}, ${percent}%…`);
     await new Promise((resolve) => setTimeout(resolve, 500));
     const reply = await fetch(location, poll);
-    if (!reply.ok) return reply;
+    if (!reply.ok) return { response: reply, location };
     job = await reply.json();
   }
   if (job.status === "succeeded") {
-    return fetch(`${location}/result`, { headers, signal });
+    return { response: await fetch(`${location}/result`, { headers, signal }), location };
   }
   const error = job.error || { code: job.status, message: `The job was ${job.status}.` };
-  return new Response(JSON.stringify({ error }), { status: 500, statusText: job.status });
+  const failed = new Response(JSON.stringify({ error }), { status: 500, statusText: job.status });
+  return { response: failed, location };
 }
 
 // -- result ----------------------------------------------------------------------------------
 
-// The shown file again with ?format=pdf: its pages with the text invisible over them, saved
-// as a download (the server reads the file a second time to draw it).
-async function downloadPdf() {
+// The shown result in another of the server's formats, saved as a download: a searchable PDF
+// (its pages with the text invisible over them) or VTT/SRT subtitles. The server writes it, so
+// the file holds exactly what the API answers: a job's stored result is asked again in that
+// format; otherwise the file goes to /extract again with the same options (read a second time).
+const DOWNLOADS = {
+  pdf: { button: els.downloadPdf, accept: "application/pdf", what: "searchable PDF" },
+  vtt: { button: els.downloadVtt, accept: "text/vtt", what: "VTT subtitles" },
+  srt: { button: els.downloadSrt, accept: "application/x-subrip", what: "SRT subtitles" },
+};
+
+async function download(format) {
   const file = shown.file;
   if (!file) return;
-  const form = new FormData();
-  form.append("upload", file, file.name || "upload");
-  const headers = { Accept: "application/pdf" };
+  const { button, accept, what } = DOWNLOADS[format];
+  const headers = { Accept: accept };
   if (token) headers.Authorization = `Bearer ${token}`;
-  els.downloadPdf.disabled = true;
-  setState("busy", `Drawing a searchable PDF of ${file.name}…`);
+  const params = new URLSearchParams(shown.params || undefined);
+  params.set("format", format);
+  let request;
+  if (shown.job && format !== "pdf") { // a job keeps its Document, not the pages to draw on
+    request = fetch(`${shown.job}/result?format=${format}`, { headers });
+  } else {
+    const form = new FormData();
+    form.append("upload", file, file.name || "upload");
+    request = fetch(`/extract?${params}`, { method: "POST", body: form, headers });
+  }
+  button.disabled = true;
+  setState("busy", `Writing the ${what} of ${file.name}…`);
   try {
-    const response = await fetch("/extract?format=pdf", { method: "POST", body: form, headers });
+    const response = await request;
     if (!response.ok) {
       let message = `${response.status} ${response.statusText}`.trim();
       try {
@@ -248,22 +328,21 @@ async function downloadPdf() {
         // Not our JSON error: the status says it.
       }
       setState("error", `${file.name}: the server answered ${response.status}.`);
-      showError("Could not make the searchable PDF", message);
+      showError(`Could not make the ${what}`, message);
       return;
     }
     const link = document.createElement("a");
     link.href = objectURL(await response.blob());
-    link.download = `${baseName(file.name)}.pdf`;
+    link.download = `${baseName(file.name)}.${format}`;
     link.click();
-    setState("done", `${file.name}: searchable PDF saved.`);
+    setState("done", `${file.name}: ${what} saved.`);
   } catch (err) {
     setState("error", "The upload did not go through.");
     showError("Could not reach the server", String(err.message || err));
   } finally {
-    els.downloadPdf.disabled = false;
+    button.disabled = false;
   }
 }
-
 
 async function show(file, doc, seconds, run) {
   const image = doc.type === "BOUNDING_BOX" && doc.pages.length === 1 ? await decoded(file) : null;
@@ -282,6 +361,8 @@ async function show(file, doc, seconds, run) {
   els.downloadText.href = objectURL(new Blob([shown.text], { type: "text/plain;charset=utf-8" }));
   shown.file = file;
   els.downloadPdf.hidden = doc.type !== "BOUNDING_BOX"; // a searchable PDF: images and PDFs
+  els.downloadVtt.hidden = doc.type !== "TIMESTAMP"; // subtitles: audio
+  els.downloadSrt.hidden = doc.type !== "TIMESTAMP";
 
   if (doc.type === "TIMESTAMP") {
     showAudio(file, doc);
@@ -576,7 +657,9 @@ async function copy(text, what, button) {
 
 els.copyJson.addEventListener("click", () => copy(shown.json, "JSON", els.copyJson));
 els.copyText.addEventListener("click", () => copy(shown.text, "text", els.copyText));
-els.downloadPdf.addEventListener("click", downloadPdf);
+for (const [format, { button }] of Object.entries(DOWNLOADS)) {
+  button.addEventListener("click", () => download(format));
+}
 
 // -- intake: chooser, drop anywhere, paste, token --------------------------------------------
 
@@ -633,3 +716,5 @@ els.auth.addEventListener("submit", (event) => {
   token = els.token.value.trim() || null;
   if (pendingFile && token) extract(pendingFile);
 });
+
+loadOcrOptions();
