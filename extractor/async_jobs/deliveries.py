@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, cast
 
@@ -26,7 +27,7 @@ from extractor import metrics
 from extractor.async_jobs.extraction_jobs import ExtractionJobs, mark_webhook_due
 from extractor.async_jobs.lanes import Lanes, destination
 from extractor.async_jobs.store import ExtractionJob, WebhookState
-from extractor.async_jobs.webhook import Outcome, WebhookSender, backoff
+from extractor.async_jobs.webhook import RETRY, Outcome, WebhookSender
 from extractor.jobs import StorageError, utcnow
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,8 @@ class Deliveries:
     def __init__(self, jobs: ExtractionJobs, sender: WebhookSender | None, attempts: int) -> None:
         self.jobs = jobs
         self.sender = sender
-        self.attempts = attempts
+        # The webhooks' retry policy with the deployment's attempts: each is a call of its own.
+        self.retry = replace(RETRY, attempts=attempts)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -178,7 +180,7 @@ class Deliveries:
             ),
         )
         spent = {"webhook_attempts": ExtractionJob.webhook_attempts + 1, "webhook_last": detail}
-        last = ExtractionJob.webhook_attempts + 1 >= self.attempts
+        last = ExtractionJob.webhook_attempts + 1 >= self.retry.attempts
         with self.jobs.db.session() as session:
             failed = cast(
                 CursorResult[Any],
@@ -271,7 +273,7 @@ class Deliveries:
     def _record(self, job_id: str, attempts: int, outcome: Outcome) -> None:
         """Store how the attempt went; schedule the next one or end the delivery."""
         result = outcome.result
-        if result == "retry" and attempts >= self.attempts:
+        if result == "retry" and attempts >= self.retry.attempts:
             result = "failed"
         metrics.JOB_WEBHOOKS.labels(result).inc()
         now = utcnow()
@@ -285,7 +287,8 @@ class Deliveries:
         elif result == "failed":
             values.update(webhook_state=WebhookState.FAILED)
         else:
-            values.update(webhook_next_at=now + backoff(attempts))
+            wait = self.retry.wait(attempts - 1)
+            values.update(webhook_next_at=now + timedelta(seconds=wait))
         level = logging.INFO if result == "delivered" else logging.WARNING
         log.log(level, "webhook of job %s, attempt %d: %s", job_id, attempts, outcome.detail)
         with self.jobs.db.session() as session:

@@ -9,14 +9,16 @@ keyed by the secret's UTF-8 bytes, so the standard libraries verify it given tho
 receiver verifies a signature over the raw body it read, refuses an old timestamp (a replay)
 and handles a ``webhook-id`` it has seen before once (a delivery is at least once).
 
-Every call goes through the SSRF guard of ``extractor.net`` (the labeling service's): the host is
-resolved, every address checked against EXTRACTOR_OUTBOUND_ALLOW and the default refusals, and
-the socket opened to a checked address. Redirects are not followed (a redirect is the classic
-way around a URL check). Only the reply's status counts: at most
+Every call goes through the outbound client of ``extractor.net`` (the labeling service's): the
+host is resolved, every address checked against EXTRACTOR_OUTBOUND_ALLOW and the default
+refusals, and the socket opened to a checked address. Redirects are not followed (a redirect is
+the classic way around a URL check). Only the reply's status counts: at most
 EXTRACTOR_WEBHOOK_MAX_REPLY_BYTES of its body are read, then the connection is dropped, so a
-receiver streaming gigabytes costs a worker nothing. Timeouts, connection errors, 408, 429 and
-5xx are retried with backoff; any other answer ends the delivery. The state of the delivery
-(pending, delivered, failed, attempts, the last outcome) is on the job.
+receiver streaming gigabytes costs a worker nothing. ``RETRY`` says what is tried again and
+when: timeouts, connection errors, 408, 425, 429 and 5xx, with backoff; any other answer ends
+the delivery. Each call is one attempt, and the next is a row's due time, not a wait in a
+thread. The state of the delivery (pending, delivered, failed, attempts, the last outcome) is on
+the job.
 
 Deliveries are rows in the database (``extraction_jobs.webhook_*``), so a webhook due when a
 server dies is sent by another; one server at a time holds a delivery (a short lease).
@@ -28,29 +30,33 @@ import base64
 import hashlib
 import hmac
 import json
-import logging
-import random
 import time
-from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
+from extractor.config.jobs import JobSettings
 from extractor.net.errors import OutboundError, OutboundRefused
-from extractor.net.resolve import (
-    Resolver,
-    call_deadline,
-    request_scheme,
-    resolve_within,
-    system_resolver,
-)
+from extractor.net.policies import Limits, RetryPolicy
+from extractor.net.resolve import Resolver, resolve_within, system_resolver
 from extractor.net.ssrf import OutboundPolicy
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from extractor.net.client import OutboundClient
 
 USER_AGENT = "extractor-webhook"
 SIGNATURE_HEADER = "X-Signature"
-BACKOFF_MAX_SECONDS = 300.0  # the longest wait between two attempts
-RETRIED_STATUSES = frozenset({408, 425, 429})  # and every 5xx
+
+#: When a delivery is tried again: after every transport failure (a receiver handles a repeated
+#: webhook-id once), 408, 425, 429 and 5xx; 1, 2, 4 ... s after the attempt, jittered down to
+#: three quarters, at most 300 s apart; EXTRACTOR_WEBHOOK_ATTEMPTS attempts in all.
+RETRY = RetryPolicy(
+    attempts=JobSettings.webhook_attempts,
+    backoff_base=1.0,
+    backoff_max=300.0,
+    jitter=0.25,
+    statuses=frozenset({408, 425, 429}),
+    any_failure=True,
+)
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -85,13 +91,6 @@ def webhook_headers(secret: str, job_id: str, timestamp: int, body: bytes) -> di
     }
 
 
-def backoff(attempts: int) -> timedelta:
-    """The wait after the ``attempts``-th failed attempt: 1, 2, 4 ... s with jitter, at most
-    ``BACKOFF_MAX_SECONDS``."""
-    ceiling = min(BACKOFF_MAX_SECONDS, 2.0 ** max(attempts - 1, 0))
-    return timedelta(seconds=random.uniform(ceiling * 0.75, ceiling))
-
-
 @dataclass(frozen=True)
 class Outcome:
     """How one attempt went: ``delivered``, ``retry`` (may succeed later) or ``failed``."""
@@ -124,7 +123,7 @@ def check_callback_url(
 
 
 class WebhookSender:
-    """Sends signed webhook calls through the SSRF guard; thread-safe, reuse it."""
+    """Sends signed webhook calls through the outbound client; thread-safe, reuse it."""
 
     def __init__(
         self,
@@ -138,23 +137,30 @@ class WebhookSender:
     ) -> None:
         # Here, not at the top: httpx and httpcore cost a worker ~4 MB of RSS, and a server
         # without a webhook secret never sends one.
-        import httpx
-
-        from extractor.net.guarded import GuardedBackend, GuardedTransport
+        from extractor.net.client import OutboundClient
 
         self.secret = secret
         self.timeout = timeout
         self.max_reply_bytes = max_reply_bytes
-        self._timeout = httpx.Timeout(timeout)
-        # A DNS thread per connection: a callback host whose lookups hang delays no other.
-        self._backend = GuardedBackend(policy, resolver, dns_threads=connections)
-        transport = GuardedTransport(self._backend, httpx.create_ssl_context(), connections)
-        self._client = httpx.Client(transport=transport, follow_redirects=False)
-        self.policy = policy
+        limits = Limits(
+            connect_timeout=timeout,
+            read_timeout=timeout,
+            write_timeout=timeout,
+            total_timeout=timeout,
+            max_reply_bytes=max_reply_bytes,
+            status_only=True,
+            max_redirects=0,
+            max_connections=connections,
+            # A DNS thread per connection: a callback host whose lookups hang delays no other.
+            dns_threads=connections,
+        )
+        # One attempt per call: the next is the delivery's due time in the database.
+        self._client: OutboundClient = OutboundClient(
+            policy, limits, replace(RETRY, attempts=1), user_agent=USER_AGENT, resolver=resolver
+        )
 
     def close(self) -> None:
         self._client.close()
-        self._backend.close()
 
     def send(self, url: str, job: dict[str, Any]) -> Outcome:
         """One attempt: POST the signed job JSON to ``url``."""
@@ -162,55 +168,22 @@ class WebhookSender:
         body = webhook_body(job, timestamp)
         headers = webhook_headers(self.secret, str(job["id"]), timestamp, body)
         try:
-            target = self.policy.check_url(url)
-        except OutboundError as exc:
+            reply = self._client.request("POST", url, headers=headers, content=body)
+        except OutboundRefused as exc:
             return Outcome("failed", f"refused: {exc}")
-        deadline = call_deadline.set(time.monotonic() + self.timeout)
-        scheme = request_scheme.set(target.scheme)
-        try:
-            request = self._client.build_request(
-                "POST", target, content=body, headers=headers, timeout=self._timeout
-            )
-            try:
-                response = self._client.send(request, stream=True)
-            except OutboundRefused as exc:
-                return Outcome("failed", f"refused: {exc}")
-            except Exception as exc:  # timeouts, refused or reset connections, TLS, DNS
-                return Outcome("retry", f"{type(exc).__name__}: {str(exc)[:200]}")
-            try:
-                read = drop_reply(response, self.max_reply_bytes)
-            finally:
-                response.close()
-        finally:
-            request_scheme.reset(scheme)
-            call_deadline.reset(deadline)
-        if read > self.max_reply_bytes:
-            # The status line is the answer; a receiver's endless body is no reason to retry.
-            return by_status(response.status_code, f" (reply over {self.max_reply_bytes} bytes)")
-        return by_status(response.status_code)
-
-
-def drop_reply(response: Any, limit: int) -> int:
-    """Read and drop ``response``'s body up to ``limit`` bytes (so a short reply leaves its
-    connection reusable): the bytes read, ``limit + 1`` when there were more. Closing the
-    response afterwards closes a connection left mid-body instead of reading on. A failure
-    while reading (the call's deadline, a reset) ends the reading: the status has arrived."""
-    read = 0
-    try:
-        for chunk in response.iter_raw():
-            read += len(chunk)
-            if read > limit:
-                return limit + 1
-    except Exception as exc:  # the deadline or a broken connection after the status line
-        log.debug("webhook reply body not read to its end: %s", type(exc).__name__)
-    return read
+        except OutboundError as exc:  # timeouts, refused or reset connections, TLS, DNS
+            cause = exc.__cause__ or exc
+            return Outcome("retry", f"{type(cause).__name__}: {str(cause)[:200]}")
+        # The status line is the answer; a receiver's endless body is no reason to retry.
+        note = f" (reply over {self.max_reply_bytes} bytes)" if reply.over_limit else ""
+        return by_status(reply.status, note)
 
 
 def by_status(status: int, note: str = "") -> Outcome:
     """What the receiver's status makes of the attempt."""
     if 200 <= status < 300:
         return Outcome("delivered", f"HTTP {status}{note}")
-    if status >= 500 or status in RETRIED_STATUSES:
+    if RETRY.retries_status(status):
         return Outcome("retry", f"HTTP {status}{note}")
     if 300 <= status < 400:
         return Outcome("failed", f"HTTP {status} (redirects are not followed){note}")

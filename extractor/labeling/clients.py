@@ -219,4 +219,4 @@ def build_outbound_client(settings: LabelingSettings, *, prediction: bool = Fals
             read_timeout=settings.prediction_read_timeout,
             total_timeout=settings.prediction_total_timeout,
         )
-    return outbound.OutboundClient(policy, options)
+    return outbound.LabelingClient(policy, options)

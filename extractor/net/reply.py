@@ -1,15 +1,19 @@
 """An outbound call's reply: read whole within the size limit (gzip/deflate undone with a
-bound), or, for an error status, only its first bytes for diagnostics."""
+bound), or, for an error status, only its first bytes for diagnostics; or, where only the
+status counts, read raw to the limit and dropped."""
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import httpx
 
-from extractor.net.errors import OutboundError, OutboundReplyTooLarge
+from extractor.net.errors import OutboundError, OutboundHTTPStatus, OutboundReplyTooLarge
+
+logger = logging.getLogger(__name__)
 
 #: How much of an error reply's body OutboundHTTPStatus keeps.
 EXCERPT_BYTES = 2048
@@ -17,21 +21,35 @@ EXCERPT_BYTES = 2048
 
 @dataclass(frozen=True)
 class OutboundReply:
-    """A 2xx reply, read completely and within the size limit."""
+    """The final answer of a call: a 2xx read completely within the size limit, or another
+    status (one not retried, or the last attempt's) with the first bytes of its body."""
 
-    # HTTP status code, 200-299.
+    # HTTP status code.
     status: int
     # Media type, lowercase, without parameters ("application/json"); "" when none was sent.
     content_type: str
-    # The raw body bytes (gzip/deflate content-encoding undone); at most max_reply_bytes long.
+    # A 2xx's body (gzip/deflate content-encoding undone), at most max_reply_bytes long; an
+    # excerpt of another's (EXCERPT_BYTES, raw); nothing where only the status counts.
     content: bytes
     # Reply headers: names lowercase, repeated headers joined with ", ".
     headers: Mapping[str, str]
+    # 'POST https://host/path' (no credentials, no query string), for messages.
+    where: str = ""
+    # Whether the body went past max_reply_bytes (read only where the status is the answer).
+    over_limit: bool = False
 
     @property
     def raw(self) -> bytes:
         """The body bytes; another name for ``content``."""
         return self.content
+
+    def raise_for_status(self) -> OutboundReply:
+        """This reply if it is a 2xx, else :class:`OutboundHTTPStatus` with its excerpt."""
+        if not 200 <= self.status < 300:
+            raise OutboundHTTPStatus(
+                f"{self.where} answered {self.status}", status=self.status, body=self.content
+            )
+        return self
 
 
 class BoundedBody:
@@ -112,3 +130,19 @@ def read_excerpt(response: httpx.Response) -> bytes:
         if size >= EXCERPT_BYTES:
             break
     return b"".join(parts)[:EXCERPT_BYTES]
+
+
+def drop_body(response: httpx.Response, limit: int) -> int:
+    """Read and drop the body up to ``limit`` bytes (a short one leaves its connection
+    reusable): the bytes read, ``limit + 1`` when there were more. Closing the response after
+    closes a connection left mid-body instead of reading on. A failure while reading (the
+    call's deadline, a reset) ends the reading: the status has arrived, and is the answer."""
+    read = 0
+    try:
+        for chunk in response.iter_raw():
+            read += len(chunk)
+            if read > limit:
+                return limit + 1
+    except Exception as exc:  # the deadline or a broken connection after the status line
+        logger.debug("reply body not read to its end: %s", type(exc).__name__)
+    return read

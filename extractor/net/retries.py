@@ -1,12 +1,10 @@
-"""Whether a failed attempt is worth another: transport exceptions translated into
-``OutboundError``s that say so, and how long to wait (Retry-After, or backoff with jitter,
-never past the call's total time)."""
+"""Transport exceptions translated, at one boundary, into ``OutboundError``s that say whether
+the failure is transient, and a server's Retry-After read; what is retried and how long to
+wait is the use's :class:`~extractor.net.policies.RetryPolicy`."""
 
 from __future__ import annotations
 
 import email.utils
-import logging
-import random
 import ssl
 import time
 from dataclasses import dataclass
@@ -14,20 +12,15 @@ from dataclasses import dataclass
 import httpcore
 import httpx
 
-from extractor.labeling.outbound.settings import OutboundSettings
 from extractor.net.errors import OutboundConnectError, OutboundError, OutboundTimeout
-from extractor.net.guarded import call_deadline
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Retry:
-    """An attempt failed in a way that retrying may fix; ``error`` is raised if it can't be."""
+    """An attempt failed in a way the policy retries; ``error`` is raised if it can't be."""
 
     error: OutboundError
-    cause: Exception | None
-    retry_after: float | None
+    cause: Exception
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -57,10 +50,10 @@ def caused_by(exc: BaseException, kind: type[BaseException]) -> BaseException | 
 
 
 def translate(exc: Exception, where: str, limits: str) -> tuple[OutboundError, bool] | None:
-    """Our error for a transport exception, and whether retrying can help; None if not ours.
+    """Our error for a transport exception, and whether it is transient; None if not ours.
 
-    Only exceptions before the request could have reached the server, or where the connection
-    broke, are worth retrying; a read timeout means a server that is busy with the request.
+    Transient: connecting failed or the connection broke, before or while the request went;
+    a read timeout is not (a server busy with the request), nor a certificate problem.
     """
     if isinstance(exc, httpcore.ConnectTimeout | httpx.ConnectTimeout):
         return OutboundTimeout(f"connecting for {where} timed out ({limits}): {exc}"), True
@@ -89,22 +82,3 @@ def translate(exc: Exception, where: str, limits: str) -> tuple[OutboundError, b
     if isinstance(exc, httpx.InvalidURL | httpx.StreamError):
         return OutboundError(f"{where} failed: {type(exc).__name__}"), False
     return None
-
-
-def retry_delay(
-    settings: OutboundSettings, retries: int, retry_after: float | None
-) -> float | None:
-    """Seconds to wait before the next attempt, or None when retries or time are used up."""
-    if retries >= settings.retries:
-        return None
-    if retry_after is not None:
-        delay = min(retry_after, settings.retry_after_max)
-    else:
-        # Exponential backoff with jitter, so many clients hit by one outage spread out.
-        ceiling = min(settings.backoff_max, settings.backoff_base * 2**retries)
-        delay = random.uniform(ceiling / 2, ceiling)
-    deadline = call_deadline.get()
-    if deadline is not None and time.monotonic() + delay >= deadline:
-        logger.info("not retrying: a %.2f s wait would pass the total time limit", delay)
-        return None
-    return delay

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from extractor.labeling import outbound
 from extractor.labeling.outbound import (
-    OutboundClient,
+    LabelingClient,
     OutboundConnectError,
     OutboundError,
     OutboundHTTPStatus,
@@ -42,7 +42,7 @@ from extractor.labeling.outbound import (
     OutboundSettings,
     OutboundTimeout,
 )
-from extractor.labeling.outbound.retries import parse_retry_after
+from extractor.net.retries import parse_retry_after
 
 SECRET = "s3cret-token-do-not-leak"
 
@@ -249,9 +249,9 @@ def make_client(
     allow: str = "",
     table: dict[str, list[str]] | None = None,
     settings: OutboundSettings = FAST,
-) -> tuple[OutboundClient, FakeResolver]:
+) -> tuple[LabelingClient, FakeResolver]:
     resolver = FakeResolver(table or {})
-    return OutboundClient(OutboundPolicy(allow), settings, resolver=resolver), resolver
+    return LabelingClient(OutboundPolicy(allow), settings, resolver=resolver), resolver
 
 
 def multipart_parts(request: Recorded) -> list[Any]:
@@ -870,7 +870,7 @@ def test_slow_resolver_is_bounded_by_the_connect_timeout() -> None:
         return ["127.0.0.1"]
 
     settings = OutboundSettings(**{**FAST.__dict__, "connect_timeout": 0.3, "retries": 0})
-    c = OutboundClient(OutboundPolicy("127.0.0.1/32:*"), settings, resolver=stuck)
+    c = LabelingClient(OutboundPolicy("127.0.0.1/32:*"), settings, resolver=stuck)
     started = time.monotonic()
     try:
         with c, pytest.raises(OutboundTimeout, match=r"resolving slow\.test"):

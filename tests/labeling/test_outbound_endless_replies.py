@@ -1,4 +1,4 @@
-"""The labeling service's calls of extractors and prediction APIs (``OutboundClient``) against
+"""The labeling service's calls of extractors and prediction APIs (``LabelingClient``) against
 replies without end: a 200 body, a gzip body that inflates without end, and error replies. Each
 call stops at its limit (``max_reply_bytes``, or the 2 KiB excerpt of an error) and hangs up;
 the process's peak memory stays within a few MB however much the server offers."""
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from extractor.labeling.outbound import (
-    OutboundClient,
+    LabelingClient,
     OutboundHTTPStatus,
     OutboundPolicy,
     OutboundReplyTooLarge,
@@ -105,12 +105,12 @@ def _rss(field: str) -> int:
 
 
 @pytest.fixture
-def client() -> Iterator[OutboundClient]:
+def client() -> Iterator[LabelingClient]:
     settings = OutboundSettings(
         connect_timeout=2, read_timeout=5, total_timeout=20, retries=1, backoff_base=0.01,
         max_reply_bytes=LIMIT,
     )  # fmt: skip
-    with OutboundClient(OutboundPolicy("http://127.0.0.1:*"), settings) as outbound:
+    with LabelingClient(OutboundPolicy("http://127.0.0.1:*"), settings) as outbound:
         yield outbound
 
 
@@ -125,7 +125,7 @@ def client() -> Iterator[OutboundClient]:
     ],
 )
 def test_a_reply_without_end_is_cut_at_its_limit(
-    client: OutboundClient, status: int, gzip: bool, error: type[Exception]
+    client: LabelingClient, status: int, gzip: bool, error: type[Exception]
 ) -> None:
     if not Path("/proc/self/clear_refs").exists():
         pytest.skip("needs Linux's /proc")
