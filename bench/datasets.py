@@ -21,6 +21,12 @@ it carry labelled speech in their distributions:
   reader and three Common Voice speakers: 5.4 min of real speech, five voices. Held out from
   every choice of the live transcription (``bench.accuracy_live`` measures on it); the clips
   whose labels mark cut-off words, hesitations, laughter or an unknown word are left out.
+- **Meetings**: fourteen 30 s excerpts of AMI meetings (close-talk mix, 16 kHz, 27 people with
+  their AMI IDs) and who spoke when (RTTM), the clips pyannote-audio tests itself on, in the
+  **pyannote-audio 4.0.7 source distribution** (``tests/data/``); and two radio phone-in
+  excerpts (42 s with four people, 22 s with six) with their turns (``.segments``: start, end,
+  speaker), in the **pyAudioAnalysis 0.1.3 source distribution** (``pyAudioAnalysis/data/``).
+  ``meetings("tuning")`` and ``meetings("test")`` share no clip and no person (8.0 min in all).
 
 Versions are pinned and every file used is checked against the sha256 below, so a figure
 measured on them means the same files everywhere. The recordings are never committed: they are
@@ -42,6 +48,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import unicodedata
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,6 +175,42 @@ MFA_FILES = {
     "data/wav/mfa_words.flac": "74ac68fb9817aa82d8ffd98820ef2865fc7217d006a58d84e98250c75463016a",
     "data/wav/mfa_youknow.flac": "b4f175f099da0046c40bfb144f90a3ca76f5d877ddf5985d87a0491646bf4182",
 }
+
+# Meeting excerpts: fourteen 30 s clips of AMI meetings (speaker IDs as in AMI, 27 people), the
+# clips pyannote-audio's own tests train and score on; and two speaker-change examples.
+AMI_PREFIX = "pyannote_audio-4.0.7/tests/data/"
+AMI_FILES = {
+    "debug.train.rttm": "972ee04414fc7644f26eabe1909d6a0f6a3fa57ab840719ec0112d26f3a957d5",
+    "debug.development.rttm": "9667a672072f7d0ad5b647cfaed987d8c52209a4e1ddc252fed06d0b955e7aeb",
+    "debug.test.rttm": "eae147d74d3f08002a5028183538eb35e6a7c7a77fe7d87c51eec95852d33161",
+    "trñ00.wav": "2b0ac2846b90199cf0fdaef0c38c26e965651f2fee29e7af13a30a5b84218142",
+    "trn01.wav": "b5e8d91105604d25cb05cc3840d015d88bd6689a2acba35506dd0d7dcb00668a",
+    "trn02.wav": "2e4ce968332e68cac5ed74cd00f96b63ed6c034667583be34a32a7c2aa260803",
+    "trn03.wav": "d12d132a6d4788f85efaa8e18563e575746e6a6fcc928e919c7c0e6a3e0238b2",
+    "trn04.wav": "afa4bd13ee05be34953beb594d0d755ba83284c5a742ae27e388952d41c4d0f1",
+    "trn05.wav": "ec694aa5c9eea7453263eaf90d38ed921c1b6f8cc4f52897d9a4457a504d668d",
+    "trn06.wav": "e70cbed4f13c7971fdf9d424b079d87a25ed1ce3928da0bccd18f143eb4ac359",
+    "trn07.wav": "77628cd91dcc27c61f9b709e670f003cb860d597fda56e7ccb0ccbbc42d5a26f",
+    "trn08.wav": "a7d3397e82cb1025307f08b0fe8459a9d43fe61f3d9ce674f17819c7450bfac5",
+    "trn09.wav": "8e18bc410e6d54a166bbba2ff0b46a222626706788fa222add4f97bca842f822",
+    "dev00.wav": "187386cda67317574da5b30068a8b853e52cc6df0d13abfec381912dfa9e7461",
+    "dev01.wav": "13834217e1bd46a581af1b8040018bfba1e65ce1e0b9ee46cdcefa9334b9ddea",
+    "tst00.wav": "0af781fb566501f7950479fd8bd92329276782c7ac930a03497d553b21c33397",
+    "tst01.wav": "a40925742870d05363eb781bd2cf1501fc37883cf003389175a39b24a5b2c7c9",
+}
+PYAUDIOANALYSIS = "pyAudioAnalysis==0.1.3"
+CHANGES_PREFIX = "pyAudioAnalysis-0.1.3/pyAudioAnalysis/data/"
+CHANGES_FILES = {
+    "diarizationExample.wav": "96e18c15c4a8a83f1491ee3ed58c3ce9bb508497362823e1d662c0af658eed6e",
+    "diarizationExample.segments": "e561c673856dda7727f279030debad774d2bb790e35fb2e99318d8ad27d42fb6",
+    "diarizationExample2.wav": "ea73d3d60c769f048478f3a96a9d66c8df4c5a0fba98bbff975a5dbbe59ebb54",
+    "diarizationExample2.segments": "e8ff199c563cee78dd09f595d5c397974977902c219b4cff7a21f61d2b8a6d61",
+}
+# Tuning and test share no clip and no person: clips that share anyone are one group (tst00 and
+# tst01 are one meeting's four people, trn06 and trn09 share FEE083), and each group goes whole
+# to one side. The radio phone-ins are test only.
+MEETINGS_TEST = ("tst00", "tst01", "dev00", "dev01", "trn05", "trn07", "trn08")
+MEETINGS_TUNING = ("trn00", "trn01", "trn02", "trn03", "trn04", "trn06", "trn09")
 
 
 class DatasetError(RuntimeError):
@@ -313,6 +356,53 @@ def _reference_transcripts(conftest: Path) -> dict[str, str]:
     raise DatasetError(f"{conftest} has no reference_transcripts")
 
 
+@dataclass(frozen=True)
+class Meeting:
+    """A real recording of several people: its audio and who spoke when (turns may overlap)."""
+
+    name: str
+    wav: Path
+    turns: list[SpeakerTurn]
+    kind: str  # where it comes from, as a report names it
+
+    @property
+    def speakers(self) -> set[str]:
+        return {turn.speaker for turn in self.turns}
+
+
+def meetings(part: str) -> list[Meeting]:
+    """The real multi-speaker recordings of ``part`` ("tuning" or "test"), fetched and checked
+    on first use: AMI meeting excerpts (30 s each, as annotated), and on the test side the two
+    radio phone-in excerpts."""
+    names = {"tuning": MEETINGS_TUNING, "test": MEETINGS_TEST}[part]
+    folder = _ensure("ami-excerpts", PYANNOTE, "sdist", AMI_PREFIX, AMI_FILES)
+    turns: dict[str, list[SpeakerTurn]] = {}
+    for rttm in ("debug.train.rttm", "debug.development.rttm", "debug.test.rttm"):
+        for line in (folder / rttm).read_text().splitlines():
+            fields = line.split()
+            if fields and fields[0] == "SPEAKER":
+                start = float(fields[3])
+                turn = SpeakerTurn(_plain(fields[7]), start, start + float(fields[4]))
+                turns.setdefault(_plain(fields[1]), []).append(turn)
+    wavs = {_plain(Path(file).stem): folder / file for file in AMI_FILES if file.endswith(".wav")}
+    found = [Meeting(name, wavs[name], turns[name], "AMI meeting") for name in names]
+    if part == "test":
+        folder = _ensure("phone-ins", PYAUDIOANALYSIS, "sdist", CHANGES_PREFIX, CHANGES_FILES)
+        for name in ("diarizationExample", "diarizationExample2"):
+            rows = (folder / f"{name}.segments").read_text().split()
+            said = [row.split(",") for row in rows]
+            spoken = [SpeakerTurn(who, float(start), float(end)) for start, end, who in said]
+            found.append(Meeting(name, folder / f"{name}.wav", spoken, "radio phone-in"))
+    return found
+
+
+def _plain(name: str) -> str:
+    """``name`` without accents: pyannote's tests spell some clips and people with them
+    ("trñ00", "MÉO069") to exercise Unicode; the other files spell them plainly."""
+    decomposed = unicodedata.normalize("NFKD", name)
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
 def read_rttm(path: Path) -> list[SpeakerTurn]:
     """``SPEAKER <file> <chan> <start> <duration> <NA> <NA> <speaker> ...`` lines."""
     turns = []
@@ -429,6 +519,9 @@ def main() -> None:
     print(f"sonnet: {sonnet().wav}")
     voices = aligner_voices()
     print(f"the aligner's voices: {len(voices)} recordings in {voices[0].wav.parent}")
+    for part in ("tuning", "test"):
+        found = meetings(part)
+        print(f"meetings, {part}: {len(found)} recordings in {found[0].wav.parent}")
 
 
 if __name__ == "__main__":
