@@ -148,9 +148,13 @@ class SpeechTime:
     labels: int
 
 
-def speech_time(reference: Sequence[Span], labelled: Sequence[Span]) -> SpeechTime:
-    """Speech time on the right person, and DER (no collar; overlapping speech counts once per
-    speaker in the reference, where a labeller that gives one label per moment loses one)."""
+def speech_time(
+    reference: Sequence[Span], labelled: Sequence[Span], *, collar: float = 0.0
+) -> SpeechTime:
+    """Speech time on the right person, and DER (overlapping speech counts once per speaker in
+    the reference, where a labeller that gives one label per moment loses one). ``collar``:
+    seconds either side of each reference turn's start and end left unscored, as NIST's
+    md-eval does (0.25 s is the usual choice; 0 scores every frame)."""
     end = max([s.end for s in reference] + [s.end for s in labelled] + [0.0])
     frames = int(np.ceil(end / FRAME)) + 1
     speakers = sorted({s.who for s in reference})
@@ -161,6 +165,12 @@ def speech_time(reference: Sequence[Span], labelled: Sequence[Span]) -> SpeechTi
     said = np.zeros((len(labels), frames), bool)
     for span in labelled:
         said[labels.index(span.who), _frame(span.start) : _frame(span.end)] = True
+    if collar > 0:
+        scored = np.ones(frames, bool)
+        for span in reference:
+            for edge in (span.start, span.end):
+                scored[_frame(edge - collar) : _frame(edge + collar)] = False
+        truth, said = truth[:, scored], said[:, scored]
     agree = said.astype(np.int64) @ truth.T.astype(np.int64)  # frames per (label, speaker)
     rows, cols = _mapping(agree)
     mapped = np.zeros_like(truth)  # frames where a label mapped to speaker s is given

@@ -49,3 +49,11 @@ def test_speech_time_and_der_against_a_reference() -> None:
     nothing_after_8 = [Span(0, 5, "x"), Span(5, 8, "y")]
     scored = speech_time(truth, nothing_after_8)
     assert (scored.right, scored.der, scored.missed) == pytest.approx((0.8, 0.2, 0.2))
+
+
+def test_a_collar_leaves_the_frames_around_each_reference_boundary_unscored() -> None:
+    reference = [Span(0, 5, "a"), Span(5, 10, "b")]
+    late = [Span(0, 5.2, "x"), Span(5.2, 10, "y")]  # the change heard 0.2 s late
+    assert speech_time(reference, late).der == pytest.approx(0.02)
+    assert speech_time(reference, late, collar=0.25).der == 0.0
+    assert speech_time(reference, late, collar=0.1).der > 0
