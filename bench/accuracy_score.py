@@ -58,6 +58,14 @@ def speech_normalizer() -> Callable[[str], str]:
     return normalizer
 
 
+@cache
+def basic_normalizer() -> Callable[[str], str]:
+    """Whisper's normaliser for languages other than English: lower case, punctuation and
+    symbols out, accents kept (what its paper scores them with)."""
+    normalizer: Callable[[str], str] = _whisper_normalizers().BasicTextNormalizer()
+    return normalizer
+
+
 def normalize_speech(text: str) -> str:
     return " ".join(speech_normalizer()(text).split())
 
