@@ -84,3 +84,28 @@ def test_headers_without_end_are_cut_at_100_kib() -> None:
     assert outcome.result == "retry" and "RemoteProtocolError" in outcome.detail, outcome
     assert took < 2
     assert endless.sent < 16 * 1024 * 1024  # httpcore's 100 KiB head limit, plus socket buffers
+
+
+@pytest.mark.parametrize(
+    ("status", "result", "detail"),
+    [
+        (204, "delivered", "HTTP 204"),
+        (302, "failed", "HTTP 302 (redirects are not followed)"),
+        (404, "failed", "HTTP 404"),
+        (408, "retry", "HTTP 408"),
+        (425, "retry", "HTTP 425"),
+        (429, "retry", "HTTP 429"),
+        (503, "retry", "HTTP 503"),
+    ],
+)
+def test_one_send_is_one_attempt_judged_by_its_status(
+    receiver: Receiver, status: int, result: str, detail: str
+) -> None:
+    receiver.statuses.append(status)
+    sender = WebhookSender("s", OutboundPolicy(f"127.0.0.1:{receiver.port}"), 5.0)
+    try:
+        outcome = sender.send(receiver.url, JOB)
+    finally:
+        sender.close()
+    assert (outcome.result, outcome.detail) == (result, detail)
+    assert len(receiver.calls) == 1  # the next attempt is the delivery's, never the call's
