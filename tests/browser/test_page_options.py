@@ -182,3 +182,21 @@ def test_subtitles_of_an_upload_are_asked_of_the_server_with_its_options(
     ]
     assert vtt.startswith("WEBVTT\n") and " --> " in vtt
     assert srt.startswith("1\n") and " --> " in srt
+
+
+def test_more_languages_than_the_server_allows_are_explained(
+    page: WebDriver,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    offered = offered_languages(page)
+    if len(offered) <= 3:  # EXTRACTOR_MAX_OCR_LANGUAGES' default
+        pytest.skip(f"needs more than 3 Tesseract languages installed, not {len(offered)}")
+    for code, checked in offered:
+        if not checked:
+            page.find_element(By.CSS_SELECTOR, f"#opt-ocr-languages input[value={code}]").click()
+    upright, _truth = prose_page(APACHE_DEFINITIONS.split("\n")[0], points=12)
+    path = tmp_path / "upright.png"
+    path.write_bytes(encode_image(upright.image, "PNG"))
+    assert upload(page, path) == "error"
+    error = page.find_element(By.ID, "error").text
+    assert "ocr_languages" in error and "invalid_parameter" in error, error
