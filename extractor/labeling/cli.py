@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from extractor.cli_errors import CommandFailed, run
+from extractor.cli_errors import CommandFailed, explain, one_line, run
 from extractor.config import LabelingSettings, SettingsError
 from extractor.labeling.errors import LabelingError
 
@@ -108,7 +108,10 @@ def _run(args: argparse.Namespace) -> int:
         return serve(settings, args.bind, args.workers, args.threads)
     except (LabelingError, SettingsError, ValueError) as exc:
         cause = exc.__cause__
-        raise CommandFailed(f"{exc}" + (f" ({cause})" if cause else "")) from None
+        known = explain(cause) if cause is not None else None
+        if known is not None:  # the database is down: its reason once, not SQLAlchemy's page
+            raise known from None
+        raise CommandFailed(one_line(f"{exc}" + (f" ({cause})" if cause else ""))) from None
 
 
 def add_user(settings: LabelingSettings, email: str, team: str | None) -> int:
