@@ -425,7 +425,7 @@ def test_extractor_listen_on_a_terminal_redraws_the_tail(server: str, tmp_path: 
 
 def test_extractor_listen_finishes_the_turn_on_ctrl_c(server: str) -> None:
     """Ctrl-C on `extractor listen -` stops reading the microphone; the words of the turn
-    being spoken still come (the audio sent is committed), then it exits 0."""
+    being spoken still come (the audio sent is committed), then it exits 130, as Ctrl-C does."""
     command = [sys.executable, "-m", "extractor.cli", "listen", "--url", server, "-"]
     audio = silence(0.3) + pcm(FIRST)  # no pause after it: the turn is open
     before = live_audio_seconds(server)
@@ -450,7 +450,7 @@ def test_extractor_listen_finishes_the_turn_on_ctrl_c(server: str) -> None:
         out, err = listener.communicate(timeout=60)
     finally:
         listener.kill()
-    assert listener.returncode == 0, err
+    assert listener.returncode == 130, err
     assert b"stopped" in err
     assert {"quick", "over"} <= set(transcript_words(out.decode()))
 
