@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import difflib
 import io
 import os
 import shutil
@@ -48,6 +49,26 @@ def post_file(
         headers=all_headers,
         content_type="multipart/form-data",
     )
+
+
+def transcript_words(text: str) -> list[str]:
+    """The words of ``text`` in order, lowercased, without the marks after them."""
+    return [w.strip(".,!?;:").lower() for w in text.split()]
+
+
+# The share of a live turn's words its audio decoded alone also has (``likeness``). The words
+# tiny.en hears depend on the CPU and, live, on which windows the load let it decode: a live
+# transcript is held to the same engine's decode of the same audio, never to the words spoken.
+# One word in three may differ; another sentence, or a turn heard twice, is far below.
+ALIKE = 0.6
+
+
+def likeness(heard: str, reference: list[str]) -> float:
+    """The words ``heard`` has in common with ``reference``, in order, over the longer's count:
+    1 for the same words, less for each one missed, changed or added."""
+    words = transcript_words(heard)
+    blocks = difflib.SequenceMatcher(None, words, reference, autojunk=False).get_matching_blocks()
+    return sum(b.size for b in blocks) / max(len(words), len(reference), 1)
 
 
 def words_of(text: str) -> set[str]:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import base64
 import functools
+import io
 import json
 import re
 import urllib.request
+import wave
+from typing import Any
 
 import av
+import httpx
 import numpy as np
+from support import ALIKE as ALIKE  # the live tests take them from here with the rest
+from support import likeness as likeness
+from support import transcript_words
 
 from extractor.samples import decode_wav, speech_wav
 
@@ -64,8 +71,33 @@ def append(data: bytes) -> str:
     )
 
 
-def transcript_words(text: str) -> list[str]:
-    return [w.strip(".,!?;:").lower() for w in text.split()]
+def heard_alone(decoder: Any, speech: str | np.ndarray) -> list[str]:
+    """The words the live ``decoder`` hears in ``speech`` (a text espeak-ng says, or 16 kHz
+    samples), decoded whole in one window with a turn's final beam: the same engine run alone
+    on the same audio."""
+    samples = speech
+    if isinstance(speech, str):
+        samples = np.frombuffer(pcm(speech, 16_000), "<i2").astype(np.float32) / 32768
+    audio = np.concatenate([samples, np.zeros(8_000, np.float32)])  # 0.5 s after, as a turn
+    return transcript_words(" ".join(decoder.decode(audio, beam_size=5)))
+
+
+def extracted(url: str, pcm16: bytes, secret: str | None = None, rate: int = 24_000) -> list[str]:
+    """The words the server at ``url`` hears in ``pcm16`` (mono, ``rate``) through POST
+    /extract: its file engine run alone on the audio a live session was sent."""
+    wav = io.BytesIO()
+    with wave.open(wav, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(pcm16)
+    headers = {"Accept": "text/plain"}
+    if secret:
+        headers["Authorization"] = f"Bearer {secret}"
+    files = {"upload": ("turn.wav", wav.getvalue(), "audio/wav")}
+    reply = httpx.post(url + "/extract", files=files, headers=headers, timeout=300)
+    reply.raise_for_status()
+    return transcript_words(reply.text)
 
 
 def live_metric(url: str, name: str) -> float:
