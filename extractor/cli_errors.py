@@ -6,7 +6,7 @@ through; ``run`` is the one boundary that turns both into ``extractor <command>:
 httpx translates its transports' errors in one place. An error it does not know is a bug and
 keeps its traceback.
 
-Exit statuses (docs/guide/cli.md):
+Exit statuses (docs/guide/getting-started.md, "When a command fails"):
 
 - 0: done;
 - 1: failed: the server is down or refused the request, a job failed, a file did not decode;
