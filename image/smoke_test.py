@@ -4,7 +4,9 @@ Checks, against a container started with a read-only root filesystem: ``/readyz`
 a generated page is read by OCR, espeak-ng speech is transcribed, the server does not run as
 root, the build left no pip configuration behind, the HEALTHCHECK is in the image config and
 passes, and the image stays within its size budget (IMAGE_MAX_MB, default 700, as ``podman
-images`` counts). Prints the image size.
+images`` counts). An image built with base among its MODELS (its ``io.github.extractor.models``
+label) also answers ``?model=base`` on German speech with German text labelled ``de``, and
+lists base among the installed models when a request names one it lacks. Prints the image size.
 
 Runs where `make image-test` runs: podman with runc (crun fails on this kind of machine's
 cgroups), the host's network (nothing to map), ulimits within the hard limits.
@@ -30,6 +32,7 @@ from extractor import samples
 
 PAGE = ["Invoice number 4417 for garden tools", "Delivered to Harbor Street warehouse"]
 SPOKEN = "The weather is sunny today and we will walk to the park"
+SPOKEN_DE = "Guten Morgen. Heute ist das Wetter sehr schön, und wir fahren mit dem Zug nach Berlin."
 MAX_MB = float(os.environ.get("IMAGE_MAX_MB", "700"))
 # The engine to check: EXTRACTOR_ASR_ENGINE=openai-whisper for an ENGINES=openai image.
 ENGINE = os.environ.get("EXTRACTOR_ASR_ENGINE", "faster-whisper")
@@ -67,7 +70,7 @@ def words(text: str) -> set[str]:
     return {w.strip(".,!?;:'\"").casefold() for w in text.split()}
 
 
-def post(url: str, name: str, data: bytes, accept: str) -> str:
+def post(url: str, name: str, data: bytes, accept: str, query: str = "") -> str:
     boundary = uuid.uuid4().hex
     body = (
         (
@@ -78,7 +81,7 @@ def post(url: str, name: str, data: bytes, accept: str) -> str:
         + f"\r\n--{boundary}--\r\n".encode()
     )
     request = urllib.request.Request(
-        url + "/extract", data=body, method="POST",
+        url + "/extract" + query, data=body, method="POST",
         headers={"Content-Type": f"multipart/form-data; boundary={boundary}", "Accept": accept},
     )  # fmt: skip
     with urllib.request.urlopen(request, timeout=120) as reply:
@@ -124,6 +127,8 @@ def main(image: str) -> None:
     assert healthcheck and healthcheck.get("Test"), "no HEALTHCHECK in the image config"
     size = podman("images", "--format", "{{.Size}}", image).stdout.split("\n")[0].strip()
     size_mb = config["Size"] / 1e6  # podman images counts in SI megabytes
+    labels = (config.get("Config") or {}).get("Labels") or config.get("Labels") or {}
+    models = labels.get("io.github.extractor.models", "tiny.en").split()
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -158,12 +163,37 @@ def main(image: str) -> None:
         ).stdout.split()
         assert not leftovers, f"build mounts left traces in the image: {leftovers}"
 
+        if "base" in models:
+            check_base(url)
+
         health = podman("healthcheck", "run", name, check=False)
         assert health.returncode == 0, f"HEALTHCHECK failed: {health.stdout} {health.stderr}"
 
-    print(f"image {image}: {size} ({size_mb:.0f} MB), ready in {ready_after:.0f} s, uid {uid[0]}")
+    print(
+        f"image {image} ({' '.join(models)}): {size} ({size_mb:.0f} MB), ready in"
+        f" {ready_after:.0f} s, uid {uid[0]}"
+    )
     print(f"ok: /readyz 200, OCR {sorted(words(' '.join(PAGE)))[:3]}..., speech {transcript!r}")
     assert size_mb <= MAX_MB, f"the image is {size_mb:.0f} MB, over the {MAX_MB:.0f} MB budget"
+
+
+def check_base(url: str) -> None:
+    """base, from the image's model cache: German speech heard as German, and listed."""
+    reply = json.loads(
+        post(url, "sprache.wav", samples.speech_wav(SPOKEN_DE, voice="de"), "application/json",
+             query="?model=base")
+    )  # fmt: skip
+    text = " ".join(cell["content"] for cell in reply["cells"])
+    heard = words(text) & words(SPOKEN_DE)
+    assert reply.get("language") == "de", f"base labelled German {reply.get('language')!r}"
+    assert len(heard) >= 0.5 * len(words(SPOKEN_DE)), f"base transcribed {text!r}"
+    try:
+        post(url, "sprache.wav", b"RIFF", "application/json", query="?model=no-such-model")
+        raise AssertionError("an unknown model was accepted")
+    except urllib.error.HTTPError as error:
+        refusal = error.read().decode()
+        assert error.code == 400 and "base" in refusal, f"{error.code}: {refusal}"
+    print(f"ok: model=base heard German as {reply.get('language')!r}: {text!r}")
 
 
 if __name__ == "__main__":
