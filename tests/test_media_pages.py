@@ -323,7 +323,7 @@ def test_a_hung_renderer_does_not_block_another_documents_pages(
     assert time.monotonic() - started < 10
     assert len(outcome) == 1 and isinstance(outcome[0], EngineTimeout)
     assert renderers() == []
-    assert not (tmp_path / "hung" / "page-0.pgm").exists()
+    assert not (tmp_path / "hung" / "page-0.pnm").exists()
 
 
 @pytest.mark.parametrize(

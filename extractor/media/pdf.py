@@ -81,7 +81,8 @@ class PdfPages:
             raise
 
     def render(self, index: int, deadline: float | None = None) -> PageImage:
-        """Render page ``index`` in grey at the document's dpi into a file Tesseract reads."""
+        """Render page ``index`` at the document's dpi into a file Tesseract reads (grey, or
+        colour for a page with colour)."""
         what = f"PDF page {index + 1}"
         wait = -1.0 if deadline is None else max(deadline - time.monotonic(), 0.0)
         if not self._lock.acquire(timeout=wait):  # another page is rendering, too long
@@ -134,13 +135,13 @@ class PdfPages:
         if line is None:  # past the time allowed: the renderer goes, the request fails
             self._reap(kill_after=0)
             if index >= 0:
-                (self._workdir / f"page-{index}.pgm").unlink(missing_ok=True)  # half-written
+                (self._workdir / f"page-{index}.pnm").unlink(missing_ok=True)  # half-written
             verb = "to render" if index >= 0 else "to open"
             self._fail(EngineTimeout, f"{what} took longer {verb} than allowed")
         if line == b"":  # the renderer died without answering
             self._reap(kill_after=CLOSE_WAIT)
             if index >= 0:
-                (self._workdir / f"page-{index}.pgm").unlink(missing_ok=True)
+                (self._workdir / f"page-{index}.pnm").unlink(missing_ok=True)
             self._fail(*self._death(what, index))
         try:
             reply = json.loads(line)
