@@ -121,12 +121,15 @@ def follow(client: httpx.Client, job: dict[str, Any], out: TextIO) -> dict[str, 
     terminal = out.isatty()
     progress = JobProgress(time.monotonic())
     shown: tuple[str, int] | None = None
+    drawn = 0  # characters of the line on the terminal
     while True:
         now = time.monotonic()
         progress.saw(job, now)
         key = (job["status"], int(100 * float(job["progress"])))
         if terminal:
-            out.write("\r" + progress.line(job, now) + "\x1b[K")
+            line = progress.line(job, now)  # spaces over a longer line before it: no escapes
+            out.write("\r" + line.ljust(drawn))
+            drawn = len(line)
         elif key != shown:
             out.write(progress.line(job, now) + "\n")
         out.flush()
