@@ -108,10 +108,13 @@ typecheck:
 # accuracy gate, the reply-time limits), which other workers' load would skew, and the `torch`
 # ones, which load torch into the test process and so run after everything else there.
 # Both passes always run; the target fails if either does (exit 5, nothing selected, is fine).
-# Before the split one serial pass took 21 min 54 s (clean clone, 2 cores); docs/development.md.
+# The budget, 2 cores: .ci/run (this, then image-test) within 25 minutes: install, lint, dead
+# code and types 2, the parallel pass 10, the serial pass 5, image-test 8. A test that measures
+# nothing is not `serial`; a server is shared per module where its tests only read; the docs
+# site is built strictly once, by tests/test_docs.py (more checks than `make docs`).
 TEST_WORKERS ?= 3
 PARALLEL_MARKERS := not serial and not torch
-test: install-dev lint deadcode typecheck docs
+test: install-dev lint deadcode typecheck
 	@# The libraries pip has just written stay cached in large folios that a process maps whole:
 	@# dropped here, before any test process maps them, the serial pass measures a worker's RSS
 	@# as on a machine that read them from disk (bench/pagecache.py, bench/memory.md).
