@@ -40,6 +40,10 @@ class PageImage:
     # The page's size in the upload's pixels where it is known: when ``path`` holds it scaled
     # down (past EXTRACTOR_OCR_MAX_PIXELS), the boxes Tesseract finds are scaled back to it.
     upload_size: tuple[int, int] | None = None
+    # Pixels per inch where known (a PDF page's rendering): Tesseract is told it, since a
+    # Netpbm file cannot say, and on its own estimate (320 for a 300 dpi table) it read a
+    # ruled table column by column instead of row by row.
+    dpi: int | None = None
 
     @property
     def shown_size(self) -> tuple[int, int]:

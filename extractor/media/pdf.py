@@ -52,6 +52,7 @@ class PdfPages:
         memory_mb: int = 1024, fit_pixels: int = 0,
     ) -> None:  # fmt: skip
         self._workdir, self._page_timeout, self._memory_mb = workdir, page_timeout, memory_mb
+        self._dpi = dpi
         self._lock = threading.Lock()  # one request to the renderer at a time
         self._reap_lock = threading.RLock()
         self._buffer = b""
@@ -98,9 +99,11 @@ class PdfPages:
                 pass
             reply = self._answer(self._stop(deadline), what, index)
             self._rendered += 1
+            width, page_width = int(reply["width"]), int(reply["page_width"])
             return PageImage(
-                index, Path(reply["path"]), int(reply["width"]), int(reply["height"]),
-                derived=True, upload_size=(int(reply["page_width"]), int(reply["page_height"])),
+                index, Path(reply["path"]), width, int(reply["height"]), derived=True,
+                upload_size=(page_width, int(reply["page_height"])),
+                dpi=max(1, round(self._dpi * width / page_width)),  # drawn scaled down: fewer
             )  # fmt: skip
         finally:
             self._lock.release()

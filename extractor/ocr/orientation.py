@@ -390,7 +390,7 @@ def read_turned(read: Reader, page: PageImage, turn: Turn) -> Reading:
         size = upright.size
         del upright
         trim_heap()  # the pixels just freed, before Tesseract's own peak stands on them
-        lines = read(PageImage(page.index, target, size[0], size[1], derived=True))
+        lines = read(PageImage(page.index, target, size[0], size[1], derived=True, dpi=page.dpi))
     finally:
         target.unlink(missing_ok=True)
     upload = (page.width, page.height)

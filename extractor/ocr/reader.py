@@ -14,7 +14,7 @@ the same library calls (``WarmApi.tsv``), so the same TSV byte for byte, in its 
 (python, libtesseract and one page: ~50-90 MB). It is stopped when no job transcribes any more.
 
 One JSON object per line each way on its stdin and stdout: ``{"path", "page", "languages",
-"psm", "seconds"}`` in, ``{"tsv": ...}`` or ``{"error": "timeout" | "unsupported" |
+"psm", "seconds", "dpi"}`` in, ``{"tsv": ...}`` or ``{"error": "timeout" | "unsupported" |
 "unavailable", "message": ...}`` out. It ends at the end of its stdin (its worker is gone).
 """
 
@@ -130,7 +130,9 @@ class PageReader:
         finally:
             self._busy.release()
 
-    def tsv(self, path: Path, page_number: int, languages: str, deadline: float) -> str:
+    def tsv(
+        self, path: Path, page_number: int, languages: str, deadline: float, dpi: int | None = None
+    ) -> str:
         """Tesseract's TSV for the image at ``path``, read by the process (the caller holds
         ``claim``); past ``deadline`` a 504, and the process is replaced."""
         process = self._process
@@ -140,7 +142,7 @@ class PageReader:
         if remaining <= 0:
             raise EngineTimeout("the request timed out before OCR could run")
         ask = {"path": str(path), "page": page_number, "languages": languages,
-               "psm": self.psm, "seconds": remaining}  # fmt: skip
+               "psm": self.psm, "seconds": remaining, "dpi": dpi}  # fmt: skip
         try:
             process.stdin.write(json.dumps(ask).encode() + b"\n")
             process.stdin.flush()
@@ -206,7 +208,8 @@ def serve(languages: str, psm: int | None) -> None:
         deadline = time.monotonic() + float(ask["seconds"])
         try:
             with pool.api(ask["languages"], ask["psm"], 1) as api:
-                reply = {"tsv": api.tsv(Path(ask["path"]), int(ask["page"]), deadline)}
+                page = Path(ask["path"]), int(ask["page"])
+                reply = {"tsv": api.tsv(*page, deadline, ask.get("dpi"))}
         except EngineTimeout as exc:
             reply = {"error": "timeout", "message": str(exc)}
         except UnsupportedMedia as exc:

@@ -8,6 +8,7 @@ library can't be loaded (or ``EXTRACTOR_OCR_IN_PROCESS`` is off) through the ``t
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 
@@ -32,6 +33,15 @@ TSV_COLUMNS = (
     "level", "page_num", "block_num", "par_num", "line_num", "word_num",
     "left", "top", "width", "height", "conf", "text",
 )  # fmt: skip
+# Table rules, borders and underlines that Tesseract reads as characters: a ruled table's
+# vertical rules come back as "|" tokens beside each cell (at confidences of 47-97, as high
+# as the words': confidence cannot tell them apart), or glued to a word ("|Mazda"); a form's
+# blanks as "____". Taken off a token's ends, the token dropped when nothing is left.
+RULE_EDGES = "|¦‖_"
+# A line of nothing but rule strokes and punctuation (a border read as "—_——=-|"): no letter
+# or digit, and at least one stroke a printed line leaves.
+RULE_STROKES = re.compile(r"[|¦‖_—=~]")
+NO_ALPHANUMERIC = re.compile(r"[\W_]+")
 
 
 @dataclass(frozen=True)
@@ -151,7 +161,7 @@ class TesseractEngine:
             with self.reader.claim() as ours:
                 try:
                     if ours:
-                        tsv = self.reader.tsv(page.path, page.index, languages, deadline)
+                        tsv = self.reader.tsv(page.path, page.index, languages, deadline, page.dpi)
                         return lines_from_tsv(parse_tsv(tsv), page)
                 except ReaderUnavailable as exc:  # it died: this page goes through the CLI
                     log.warning("page reader unavailable", extra={"error": str(exc)})
@@ -161,7 +171,7 @@ class TesseractEngine:
             return self._recognise_cli(page, deadline, languages)
         try:
             with pool.api(languages, self.options.psm, self.options.warm_engines) as api:
-                tsv = api.tsv(page.path, page.index, deadline)
+                tsv = api.tsv(page.path, page.index, deadline, page.dpi)
         except LibraryUnavailable as exc:  # installed, yet its traineddata would not load
             raise EngineUnavailable(str(exc)) from exc
         return lines_from_tsv(parse_tsv(tsv), page)
@@ -171,7 +181,8 @@ class TesseractEngine:
         if remaining <= 0:
             raise EngineTimeout("the request timed out before OCR could run")
         psm = ["--psm", str(self.options.psm)] if self.options.psm is not None else []
-        options = ["-l", languages, *psm, "-c", "tessedit_create_tsv=1"]
+        dpi = ["--dpi", str(page.dpi)] if page.dpi else []
+        options = ["-l", languages, *psm, *dpi, "-c", "tessedit_create_tsv=1"]
         try:
             tsv = run_tesseract(page.path, options, remaining)
         except TesseractMissing as exc:
@@ -220,8 +231,25 @@ def lines_from_tsv(data: dict[str, list[object]], page: PageImage) -> list[Line]
         conf = float(data["conf"][i])  # type: ignore[arg-type]
         # A word Tesseract reads with inner spaces is still one box: keep it one token.
         for part in text.split():
-            grouped.setdefault(key, []).append(Word(part, box, confidence=conf))
+            word = without_rules(part)
+            if word:
+                grouped.setdefault(key, []).append(Word(word, box, confidence=conf))
     return [
         Line(tuple(words), page_index=page.index, block=int(key[1]), paragraph=int(key[2]))  # type: ignore[call-overload]
         for key, words in grouped.items()
+        if not rule_line(words)
     ]
+
+
+def without_rules(token: str) -> str:
+    """``token`` without the rules read into it (``RULE_EDGES``): "" for a token that is only
+    rule strokes ("|", "__"), a word's glued rule taken off ("|Mazda|" is "Mazda")."""
+    return token.strip(RULE_EDGES)
+
+
+def rule_line(words: list[Word]) -> bool:
+    """Whether a line is a rule or border read as text: no letter or digit in any of its
+    words, and a stroke a printed line leaves (``RULE_STROKES``) in one of them."""
+    return all(NO_ALPHANUMERIC.fullmatch(w.text) for w in words) and any(
+        RULE_STROKES.search(w.text) for w in words
+    )

@@ -166,9 +166,10 @@ class WarmApi:
     def handle(self) -> int:
         return self._handle
 
-    def tsv(self, path: Path, page_number: int, deadline: float) -> str:
+    def tsv(self, path: Path, page_number: int, deadline: float, dpi: int | None = None) -> str:
         """Tesseract's TSV rows (no header) for the image file at ``path``, read by Leptonica
-        as the CLI reads it; past ``deadline`` recognition stops at the next word (504)."""
+        as the CLI reads it (``dpi``: its resolution, as the CLI's ``--dpi``; None: the file's
+        own or Tesseract's estimate); past ``deadline`` recognition stops at the next word."""
         tess, lept = self.library._tess, self.library._lept
         remaining_ms = int((deadline - time.monotonic()) * 1000)
         if remaining_ms <= 0:
@@ -179,6 +180,8 @@ class WarmApi:
         monitor = tess.TessMonitorCreate()
         try:
             self.library.serial_in_this_thread()
+            # Set for every page, the API being reused: 0 leaves it to the file or the estimate.
+            tess.TessBaseAPISetVariable(self._handle, b"user_defined_dpi", str(dpi or 0).encode())
             tess.TessBaseAPISetImage2(self._handle, pix)
             # Tesseract keeps its own copy (or a counted reference): ours can go before the
             # page is recognised rather than after, a page's worth less at the peak (8.7 MB for
