@@ -5,19 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import numpy as np
 import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
+from support import ALIKE, likeness, transcript_words
 from test_page import pytestmark, server, start_chromium  # noqa: F401  (fixtures used by name)
 
 from extractor import samples
 
-# A sentence tiny.en streams the same way whenever the decodes fall: heard at 24 phases in-process,
-# "meet", "station" and "tomorrow morning" came out right at all of them, where "The quick brown
-# fox jumps over the lazy dog." came out as "roundfire"/"round arc" at 23 and, once in a browser,
-# "stump sober" for "jumps over" (the test failed on what the decoder may mishear).
+# A sentence tiny.en streams alike whenever the decodes fall (heard at 24 phases in-process);
+# its words are still held only to what the server's /extract hears in the same speech.
 SPOKEN = "We will meet at the station at nine tomorrow morning."
 
 
@@ -41,7 +41,6 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
         driver.quit()
 
 
-@pytest.mark.serial  # live speech ends its turn in real time: run alone (make test's second pass)
 def test_the_microphone_button_shows_words_as_they_are_spoken(
     browser: WebDriver,
     server: str,  # noqa: F811
@@ -65,24 +64,31 @@ def test_the_microphone_button_shows_words_as_they_are_spoken(
         message=browser.find_element(By.ID, "status").text,
     )
 
-    def words(driver: WebDriver) -> set[str]:
-        text = driver.find_element(By.ID, "live-text").text.lower()
-        return {w.strip(".,!?") for w in text.split()}
+    def words(driver: WebDriver) -> list[str]:
+        return transcript_words(driver.find_element(By.ID, "live-text").text)
 
-    WebDriverWait(browser, 90).until(lambda d: {"meet", "station"} <= words(d))
+    WebDriverWait(browser, 90).until(lambda d: len(words(d)) >= 2)
     # The words come as deltas while the turn is open; it completes once the speaker has paused
     # (server VAD, 500 ms of silence, then the end's decode): wait for that rather than race it.
-    WebDriverWait(browser, 30).until(
+    WebDriverWait(browser, 90).until(  # sized for a loaded machine: the decode may lag
         lambda d: d.find_elements(By.CSS_SELECTOR, "#live-text .live-turn.done"),
         message="no turn was completed",
     )
+    # The same speech as a file, the engine alone: what the turn's words are held to.
+    alone = transcript_words(
+        httpx.post(
+            server + "/extract",
+            files={"upload": ("speech.wav", samples.speech_wav(SPOKEN), "audio/wav")},
+            headers={"Accept": "text/plain"},
+            timeout=300,
+        ).text
+    )
     tails = browser.execute_script("return window.tails")
-    assert any({"meet", "station", "tomorrow"} & {w.strip(".,!?") for w in t.lower().split()}
-               for t in tails), tails  # fmt: skip
+    assert any(set(transcript_words(t)) & set(alone) for t in tails), (tails, alone)
     # A completed turn shows its transcript alone, no tail.
     done = browser.find_element(By.CSS_SELECTOR, "#live-text .live-turn.done")
     assert not done.find_elements(By.CSS_SELECTOR, ".tentative")
-    assert {"meet", "station"} <= {w.strip(".,!?") for w in done.text.lower().split()}, done.text
+    assert likeness(done.text, alone) >= ALIKE, (done.text, alone)
     button.click()
     assert button.get_attribute("aria-pressed") == "false"
     errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
