@@ -171,9 +171,9 @@ def test_ctrl_c_while_listen_streams_a_file_exits_130(server: str, tmp_path: Pat
     with wave.open(str(SPEECH)) as source:
         params, frames = source.getparams(), source.readframes(source.getnframes())
     long = tmp_path / "long.wav"
-    with wave.open(str(long), "wb") as out:  # 36 s at its own pace: still streaming at Ctrl-C
+    with wave.open(str(long), "wb") as out:  # 72 s at its own pace: still streaming at Ctrl-C
         out.setparams(params)
-        out.writeframes(frames * 10)
+        out.writeframes(frames * 20)
     listening = interruptible("listen", str(long), "--url", server, "--secret", SECRET)
     try:
         assert listening.stdout is not None
