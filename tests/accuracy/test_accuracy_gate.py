@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench import accuracy_gate
+from extractor.asr.models import installed_models
 from extractor.asr.speakers import speakers_available
 
 # serial: the gate runs the engines over the held-out sets alone (make test's second pass).
@@ -29,6 +30,8 @@ def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, accuracy_gate
 def test_figure_holds_its_baseline(name: str, figures: dict[str, accuracy_gate.Figure]) -> None:
     if name.startswith(SPEAKER_FIGURES) and not speakers_available():
         pytest.skip("speakers=auto needs the extractor[speakers] extra")
+    if name.startswith("base_") and "base" not in installed_models():
+        pytest.skip("model=base needs the extractor[base] extra")
     assert name in figures, f"the gate no longer measures {name}"
     assert accuracy_gate.failures([figures[name]]) == []
 
