@@ -21,7 +21,7 @@ from support import post_file
 
 from extractor import samples
 from extractor.media.images import PageImage
-from extractor.ocr.orientation import Turn, ink_angle
+from extractor.ocr.orientation import TURN_CONFIDENCE_MARGIN, Turn, ink_angle
 from extractor.replies.formats import to_alto, to_hocr
 from extractor.replies.importable import BoundingBox, Document, DocumentKind, Line, Page, Word
 from extractor.samples.prose import APACHE_DEFINITIONS, cer, prose_page, turned
@@ -63,12 +63,23 @@ def text_of(body: dict[str, Any]) -> str:
 
 
 def metadata_of(body: dict[str, Any], page: int = 0) -> dict[str, str]:
-    """The rotation metadata of the cells on ``page`` (all the same; checked)."""
+    """The rotation metadata of the cells on ``page`` (all the same; checked), but for the
+    turn's confidence (``confidence_of``)."""
     lines = {label["startCellLine"] for label in body["labels"] if label["pageIndex"] == page}
     found = [{item["key"]: item["value"] for item in body["cells"][n]["metadata"]} for n in lines]
     assert found, f"nothing read on page {page}"
     assert all(items == found[0] for items in found)
-    return found[0]
+    return {key: value for key, value in found[0].items() if key != "rotationConfidence"}
+
+
+def confidence_of(body: dict[str, Any], page: int = 0) -> float | None:
+    """The turn's confidence the cells on ``page`` report (``rotationConfidence``), if any."""
+    for label in body["labels"]:
+        if label["pageIndex"] == page:
+            for item in body["cells"][label["startCellLine"]]["metadata"]:
+                if item["key"] == "rotationConfidence":
+                    return float(item["value"])
+    return None
 
 
 def overlap(a: tuple[int, ...], b: tuple[int, ...]) -> float:
@@ -114,6 +125,9 @@ def test_a_turned_page_reads_as_well_as_upright(
     validator.validate(body)
     assert cer(truth, text_of(body)) <= upright_cer + CER_MARGIN
     assert metadata_of(body) == {"rotation": rotation}
+    if degrees == 180:  # turned by the service, not read turned by Tesseract on its own
+        confidence = confidence_of(body)
+        assert confidence is not None and confidence >= TURN_CONFIDENCE_MARGIN
     width, height = upload.image.size
     assert body["pages"] == [{"pageIndex": 0, "pageWidth": width, "pageHeight": height}]
     assert share_of_words_on_their_ink(body, upload.words) > 0.9

@@ -143,6 +143,9 @@ class Reading:
 
     lines: list[Line]
     turn: Turn = Turn()
+    # A turned reading kept: the points of mean word confidence it gained over the reading it
+    # replaced (the page as it lay), which the reply reports as the turn's confidence.
+    gain: float | None = None
 
     @property
     def words(self) -> list[Word]:
@@ -314,7 +317,9 @@ def read_upright(read: Reader, page: PageImage, deadline: float) -> Reading:
         if slope is not None and SKEW_MIN_DEGREES <= abs(slope) <= SKEW_MAX_DEGREES:
             level = read_turned(read, page, replace(turn, skew=round(slope, 1)))
             second = level if level.score >= KEEP_TURNED * second.score else second
-    return second if keeps_turn(kept, second) else kept
+    if not keeps_turn(kept, second):
+        return kept
+    return replace(second, gain=round(second.confidence - kept.confidence, 1))
 
 
 def keeps_turn(first: Reading, turned: Reading) -> bool:

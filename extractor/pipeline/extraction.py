@@ -292,9 +292,8 @@ class Extractor:
         # A page past EXTRACTOR_OCR_MAX_PIXELS was decoded or drawn scaled down: its size and
         # boxes in the upload's pixels (media.images, media.pdfrender).
         width, height = image.shown_size
-        return Page(image.index, width, height, 90 * turn.quarter, turn.skew), (
-            in_upload_pixels(reading.lines, image)
-        )
+        page = Page(image.index, width, height, 90 * turn.quarter, turn.skew, reading.gain)
+        return page, in_upload_pixels(reading.lines, image)
 
     # -- audio ----------------------------------------------------------------------------
 

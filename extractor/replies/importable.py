@@ -83,6 +83,9 @@ class Page:
     # upload's pixels all the same
     rotation: int = 0
     skew: float = 0.0
+    # How sure the turn is: points of mean word confidence (0-100) the turned reading gained
+    # over the page read as it lay (None: not turned, or turned by Tesseract on its own)
+    rotation_confidence: float | None = None
 
     @property
     def text_angle(self) -> float:
@@ -130,6 +133,8 @@ def _cell(number: int, line: Line, page: Page | None = None) -> dict[str, Any]:
         metadata.append({"key": "rotation", "value": str(page.rotation)})
     if page is not None and page.skew:
         metadata.append({"key": "skew", "value": f"{page.skew:g}"})
+    if page is not None and page.rotation_confidence is not None:
+        metadata.append({"key": "rotationConfidence", "value": f"{page.rotation_confidence:g}"})
     if line.speaker:
         metadata.append({"key": "speaker", "value": line.speaker})
     if line.word_timings:
