@@ -28,6 +28,11 @@ it carry labelled speech in their distributions:
   speaker), in the **pyAudioAnalysis 0.1.3 source distribution** (``pyAudioAnalysis/data/``).
   ``meetings("tuning")`` and ``meetings("test")`` share no clip and no person (8.0 min in all).
 
+- **Documents** for OCR: the test resources of the **ocrmypdf 16.5.0** and **tabula-py 2.9.3**
+  source distributions (scans of a printed letter upright, skewed and turned; born-digital
+  PDFs with text layers: ruled and small-print tables, a colour form, colour text, a chart),
+  read by ``bench.accuracy_documents``.
+
 Versions are pinned and every file used is checked against the sha256 below, so a figure
 measured on them means the same files everywhere. The recordings are never committed: they are
 unpacked into a cache directory, ``$BENCH_DATA_DIR`` or else ``$XDG_CACHE_HOME/extractor-bench/
@@ -211,6 +216,7 @@ MFA_FILES = {
     "data/wav/mfa_words.flac": "74ac68fb9817aa82d8ffd98820ef2865fc7217d006a58d84e98250c75463016a",
     "data/wav/mfa_youknow.flac": "b4f175f099da0046c40bfb144f90a3ca76f5d877ddf5985d87a0491646bf4182",
 }
+
 
 # Meeting excerpts: fourteen 30 s clips of AMI meetings (speaker IDs as in AMI, 27 people), the
 # clips pyannote-audio's own tests train and score on; and two speaker-change examples.
