@@ -183,21 +183,31 @@ clean:
 # variant) on a debian:bookworm-slim rebuilt here from Debian's packages when absent;
 # `make image-test` runs it and checks it (image/smoke_test.py), then runs compose.yaml with
 # podman-compose (image/compose_test.py) and its `replicas` profile, killing a replica
-# mid-job (image/replicas_test.py). Daemonless: buildah and podman; dnsname gives the
+# mid-job (image/replicas_test.py), and last builds the image with Whisper base too
+# (MODELS="tiny.en base") and smoke-tests it. Daemonless: buildah and podman; dnsname gives the
 # compose network its service names.
 IMAGE ?= localhost/extractor:latest
 ENGINES ?= faster
+# The speech models the image carries (tiny.en always; "tiny.en base" adds Whisper base).
+MODELS ?= tiny.en
+# image-test also builds and checks the image with base: the default's layers and one more.
+BASE_IMAGE ?= localhost/extractor:base
+BASE_IMAGE_MAX_MB ?= 860
 IMAGE_DEBS := buildah podman runc mmdebstrap podman-compose \
               golang-github-containernetworking-plugin-dnsname
 
 image: apt-image
 	bash image/debian-base.sh
-	PYTHON=$(BIN)/python bash image/build.sh $(IMAGE) --build-arg ENGINES=$(ENGINES)
+	PYTHON=$(BIN)/python bash image/build.sh $(IMAGE) --build-arg ENGINES=$(ENGINES) \
+	    --build-arg MODELS="$(MODELS)"
 
 image-test: install-dev image
 	$(BIN)/python image/smoke_test.py $(IMAGE)
 	$(BIN)/python image/compose_test.py $(IMAGE)
 	$(BIN)/python image/replicas_test.py $(IMAGE)
+	PYTHON=$(BIN)/python bash image/build.sh $(BASE_IMAGE) --build-arg ENGINES=$(ENGINES) \
+	    --build-arg MODELS="tiny.en base"
+	IMAGE_MAX_MB=$(BASE_IMAGE_MAX_MB) $(BIN)/python image/smoke_test.py $(BASE_IMAGE)
 
 apt-image:
 	@bash .ci/apt-ensure $(IMAGE_DEBS)
