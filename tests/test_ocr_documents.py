@@ -13,7 +13,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from extractor import samples
-from extractor.media.images import PageImage
+from extractor.media.images import PageImage, image_pages
 from extractor.media.pdf import PdfPages
 from extractor.ocr.orientation import Reading, Turn, keeps_turn
 from extractor.ocr.tesseract import OcrOptions, TesseractEngine, rule_line, without_rules
@@ -159,3 +159,14 @@ def test_a_quarter_turn_is_kept_only_when_it_reads_clearly_better() -> None:
 def test_setting_a_page_level_is_kept_unless_it_reads_clearly_worse() -> None:
     assert keeps_turn(reading(90, 40), reading(89, 38, Turn(0, 2.0)))
     assert not keeps_turn(reading(90, 40), reading(90, 30, Turn(0, 2.0)))
+
+
+def test_an_image_copied_for_tesseract_keeps_its_declared_dpi(tmp_path: Path) -> None:
+    source = tmp_path / "scan.jpg"
+    Image.new("CMYK", (600, 400), (0, 0, 0, 0)).save(source, dpi=(300, 300))  # re-encoded
+    screen = tmp_path / "screen.jpg"
+    Image.new("CMYK", (600, 400), (0, 0, 0, 0)).save(screen, dpi=(72, 72))
+    (page,) = image_pages(source, tmp_path, 1)
+    (shot,) = image_pages(screen, tmp_path, 1)
+    assert page.derived and page.dpi == 300
+    assert shot.derived and shot.dpi is None  # a screen's 72 says nothing of the print
