@@ -126,16 +126,20 @@ def measure(log_dir: Path) -> str:
         text, seconds = turn_by_turn(bare, decode_audio(path, max_seconds=3600).mono())
         alone.append(text)
         alone_seconds += seconds
-    log.info("live: bare done")
+    log.info("live: bare %s, turn by turn %s", bare_texts, alone)
     runs: dict[int, list[list[realtime.StreamResult]]] = {1: [], 2: []}
     with Service("--workers", "2", log_dir=log_dir) as service:
         service.wait_ready(2)
         extract_texts = [service.text(path.read_bytes(), path.name) for path in uploads]
+        log.info("live: /extract %s", extract_texts)
         url = f"http://{service.host}:{service.port}"
         for streams in runs:
             for recording in chosen:
                 runs[streams].append(streamed(url, recording, streams))
-                log.info("live: %s, %d stream(s) done", recording.name, streams)
+                log.info(
+                    "live: %s, %d stream(s): %s", recording.name, streams,
+                    [r.failed or r.transcript for r in runs[streams][-1]],
+                )  # fmt: skip
     load = os.getloadavg()[0]
     return report(chosen, refs, runs, extract_texts, bare_texts, alone, alone_seconds, load)
 
@@ -185,10 +189,11 @@ def report(
             f"| live, completed turns, {label} | {wer:.1%} | {realtime.pct(ends, 50):.2f} /"
             f" {realtime.pct(ends, 95):.2f} | {len(ends)} | {failed} |"
         )
+    extract_wer = speech_errors(refs, extract_texts).wer
+    bare_wer = speech_errors(refs, bare_texts).wer
     lines += [
-        f"| `POST /extract` | {speech_errors(refs, extract_texts).wer:.1%} | - | - | - |",
-        f"| bare faster-whisper, whole file | {speech_errors(refs, bare_texts).wer:.1%} | - |"
-        " - | - |",
+        f"| `POST /extract` | {extract_wer:.1%} | - | - | - |",
+        f"| bare faster-whisper, whole file | {bare_wer:.1%} | - | - | - |",
         f"| bare faster-whisper, turn by turn | {speech_errors(refs, alone).wer:.1%} |"
         f" {realtime.pct(alone_seconds, 50):.2f} / {realtime.pct(alone_seconds, 95):.2f} |"
         f" {len(alone_seconds)} | - |",
@@ -214,4 +219,61 @@ def report(
             f" {speech_errors([recording.text], [bare_texts[i]]).wer:.1%} |"
             f" {speech_errors([recording.text], [alone[i]]).wer:.1%} |"
         )
+    lines += ["", *verdict(runs, refs, extract_wer, bare_wer, alone_seconds)]
     return "\n".join(lines) + "\n"
+
+
+def verdict(
+    runs: dict[int, list[list[realtime.StreamResult]]],
+    refs: list[str],
+    extract_wer: float,
+    bare_wer: float,
+    alone_seconds: list[float],
+) -> list[str]:
+    """Issue 61's targets against this run's figures, and what to read them with."""
+    live, p95 = {}, {}
+    for streams, per_recording in runs.items():
+        pairs = [(ref, r.transcript) for ref, group in zip(refs, per_recording, strict=True)
+                 for r in group]  # fmt: skip
+        live[streams] = speech_errors([t for t, _ in pairs], [h for _, h in pairs]).wer
+        p95[streams] = realtime.pct(
+            [x for group in per_recording for r in group for x in r.end_latencies], 95
+        )
+
+    def within(wer: float, of: float) -> str:
+        return "met" if wer <= of + 0.015 else f"{(wer - of) * 100:.1f} points over"
+
+    lines = [
+        "Issue 61's targets on this run: completed turns' WER within 1.5 points of `/extract`'s"
+        f" ({extract_wer:.1%}): {within(live[1], extract_wer)} at one stream"
+        f" ({live[1]:.1%}), {within(live[2], extract_wer)} at two ({live[2]:.1%}); of bare"
+        f" faster-whisper's whole file ({bare_wer:.1%}): {within(live[1], bare_wer)} at one"
+        f" stream, {within(live[2], bare_wer)} at two. End of speech to `completed` p95 within 1.5 s:"
+        + ",".join(
+            f" {'met' if p95[n] <= 1.5 else 'not met'} at {n} stream{'s' if n > 1 else ''}"
+            f" ({p95[n]:.2f} s)"
+            for n in runs
+        )
+        + ".",
+        "",
+        "- The phrases' labels spell the aligner's name as letters (\"m f a\"), which Whisper"
+        ' writes "MFA", and tiny.en often hears "aligner" as "a liner": errors every'
+        " transcript here shares. Each pause of 0.5 s ends a live turn, so a phrase said word"
+        ' by word ("montreal ... forced ... aligner") is heard a word at a time.',
+    ]
+    if extract_wer > bare_wer + 0.015:
+        lines.append(
+            f"- `/extract` is {(extract_wer - bare_wer) * 100:.1f} points over bare"
+            " faster-whisper on the same files: the service drops speech the bare engine keeps"
+            " (issue 61, item 1), so the live target measured against `/extract` is easier"
+            " than against bare."
+        )
+    decode = realtime.pct(alone_seconds, 50) - ServerVad().silence_duration_ms / 1000
+    lines.append(
+        f"- A lone turn's decode by bare faster-whisper took {decode:.2f} s (median) past the"
+        " VAD's wait on this run: the machine gave each decode a fraction of a core, the live"
+        " sessions (a decode every 0.4 s of audio) fell behind real time, and the end-of-turn"
+        " figures measure that backlog. bench/realtime.md has the same server on a quieter"
+        " machine."
+    )
+    return lines
