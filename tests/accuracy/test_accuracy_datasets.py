@@ -29,6 +29,18 @@ def test_the_call_has_two_speakers_and_a_transcript() -> None:
     assert max(turn.end for turn in call.speech) == pytest.approx(30.0)
 
 
+def test_the_meetings_tuning_and_test_parts_share_no_recording_and_no_person() -> None:
+    tuning, test = datasets.meetings("tuning"), datasets.meetings("test")
+    assert not {m.name for m in tuning} & {m.name for m in test}
+    tuned_people = set().union(*(m.speakers for m in tuning if m.kind == "AMI meeting"))
+    tested_people = set().union(*(m.speakers for m in test if m.kind == "AMI meeting"))
+    assert not tuned_people & tested_people
+    assert (len(tuned_people), len(tested_people)) == (13, 14)
+    assert [m.kind for m in test].count("AMI meeting") == 7 and len(test) == 9
+    assert all(m.wav.is_file() and m.turns for m in tuning + test)
+    assert max(t.end for t in test[0].turns) == pytest.approx(30.0)
+
+
 def test_the_sonnet_is_its_number_and_fourteen_lines_in_order() -> None:
     recital = datasets.sonnet()
     assert [text for _start, _end, text in recital.lines[:2]] == [
