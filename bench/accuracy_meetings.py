@@ -40,7 +40,7 @@ log = logging.getLogger("bench.accuracy")
 COMMAND = "python -m bench.accuracy --only meetings"
 MIN_SECONDS = 5.0  # a person must have a label once they speak this long in a recording
 HEARD_SECONDS = 2.0  # and may have one once they speak this long
-COLLAR = 0.25  # seconds, as NIST's md-eval and the published figures
+COLLAR = 0.25  # seconds, as NIST's md-eval (the published figures below use none)
 # Published context: pyannote/speaker-diarization-3.1's model card, DER with no collar and
 # overlapped speech scored, on whole AMI meetings (close-talk mix "IHM" and one far microphone
 # "SDM"), computed by pyannote.metrics.
