@@ -207,7 +207,7 @@ image-test: install-dev image
 	$(BIN)/python image/replicas_test.py $(IMAGE)
 	PYTHON=$(BIN)/python bash image/build.sh $(BASE_IMAGE) --build-arg ENGINES=$(ENGINES) \
 	    --build-arg MODELS="tiny.en base"
-	IMAGE_MAX_MB=$(BASE_IMAGE_MAX_MB) $(BIN)/python image/smoke_test.py $(BASE_IMAGE)
+	IMAGE_MAX_MB=$(BASE_IMAGE_MAX_MB) $(BIN)/python image/smoke_test.py --brief $(BASE_IMAGE)
 
 apt-image:
 	@bash .ci/apt-ensure $(IMAGE_DEBS)
