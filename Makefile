@@ -147,6 +147,8 @@ bench: install-dev
 	$(BIN)/python -m bench.realtime --out bench/realtime.md
 	@# pages turned and skewed: CER against upright and the bare CLI, the upright page's time (bench/rotation.md)
 	$(BIN)/python -m bench.rotation --out bench/rotation.md
+	@# speed per speech model (tiny.en, base): a short clip and 53 s, service against bare (bench/speed_models.md)
+	$(BIN)/python -m bench.speed_models --out bench/speed_models.md
 	@# accuracy on recordings and pages nobody tuned on, service against bare engines
 	$(BIN)/python -m bench.accuracy --out bench/accuracy.md
 	@# asynchronous jobs: 202 latency, jobs per minute on 1 and 2 replicas, sync latency beside
