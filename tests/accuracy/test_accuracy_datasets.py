@@ -62,3 +62,12 @@ def test_a_changed_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path))
     with pytest.raises(datasets.DatasetError, match=r"sample\.rttm: sha256"):
         datasets.call()
+
+
+def test_the_other_languages_come_with_their_transcripts_split_into_two_sides() -> None:
+    tuning, test = datasets.language_clips("tuning"), datasets.language_clips("test")
+    assert not {c.name for c in tuning} & {c.name for c in test}
+    assert sorted(c.language for c in test) == ["es", "ja", "ja", "sv", "sv"]
+    assert {c.language for c in tuning} == {"sv"}
+    assert test[0].text.startswith("Har du sett våra rara barnbarn")
+    assert all(c.wav.is_file() and c.text for c in tuning + test)
