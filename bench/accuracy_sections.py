@@ -17,7 +17,7 @@ from pathlib import Path
 log = logging.getLogger("bench.accuracy")
 
 # Run in this order; a section whose module is missing is an error, not a skip.
-SECTIONS: tuple[str, ...] = ("live", "meetings", "documents")
+SECTIONS: tuple[str, ...] = ("live", "languages", "meetings", "documents")
 
 
 def measure(name: str, log_dir: Path) -> str:
