@@ -50,8 +50,10 @@ def document_pieces(document: Document) -> Iterator[bytes]:
     yield b',"lines":['
     for number, line in enumerate(document.lines):
         yield (b"," if number else b"") + _json(_dump_line(line))
+    # A page stored before rotation_confidence existed has five fields: Page(*page) reads both.
     pages = [
-        [page.index, page.width, page.height, page.rotation, page.skew] for page in document.pages
+        [page.index, page.width, page.height, page.rotation, page.skew, page.rotation_confidence]
+        for page in document.pages
     ]
     yield b'],"pages":' + _json(pages) + b',"language":' + _json(document.language)
     yield b',"duration_ms":' + _json(document.duration_ms) + b',"extra":' + _json(document.extra)

@@ -37,7 +37,7 @@ KNOWN_FIELDS = {
         "detail",
     },
     Word: {"text", "box", "start_ms", "end_ms", "confidence"},
-    Page: {"index", "width", "height", "rotation", "skew"},
+    Page: {"index", "width", "height", "rotation", "skew", "rotation_confidence"},
     BoundingBox: {"left", "top", "right", "bottom"},
 }
 
@@ -58,7 +58,7 @@ def test_every_value_reads_back_equal() -> None:
                 page_index=0, block=1, paragraph=2,
             ),
         ),
-        pages=(Page(0, 2480, 3508, 90, -0.35),),
+        pages=(Page(0, 2480, 3508, 90, -0.35, 45.0),),
         extra={"note": [1, 2.5, None]},
     )  # fmt: skip
     audio = Document(
@@ -102,7 +102,10 @@ def test_a_spooled_document_is_stored_a_line_at_a_time_as_one_json_would_be(
         "name": document.name,
         "kind": document.kind.value,
         "lines": [_dump_line(line) for line in document.lines],
-        "pages": [[p.index, p.width, p.height, p.rotation, p.skew] for p in document.pages],
+        "pages": [
+            [p.index, p.width, p.height, p.rotation, p.skew, p.rotation_confidence]
+            for p in document.pages
+        ],
         "language": None,
         "duration_ms": None,
         "extra": {},
@@ -158,3 +161,11 @@ def test_a_damaged_stored_document_is_an_error_not_a_hang(tmp_path: Path) -> Non
     with pytest.raises(ValueError, match="ends early"):
         read_document(cut, tmp_path / "cut.spool")
     assert not (tmp_path / "cut.spool").exists()
+
+
+def test_a_page_stored_before_its_turn_had_a_confidence_still_loads() -> None:
+    stored = (
+        b'{"name":"old.png","kind":"BOUNDING_BOX","lines":[],"pages":[[0,10,20,90,0.5]],'
+        b'"language":null,"duration_ms":null,"extra":{}}'
+    )
+    assert load_document(stored).pages == (Page(0, 10, 20, 90, 0.5, None),)
