@@ -264,9 +264,8 @@ def verdict(
     if extract_wer > bare_wer + 0.015:
         lines.append(
             f"- `/extract` is {(extract_wer - bare_wer) * 100:.1f} points over bare"
-            " faster-whisper on the same files: the service drops speech the bare engine keeps"
-            " (issue 61, item 1), so the live target measured against `/extract` is easier"
-            " than against bare."
+            " faster-whisper on the same files, so the live target measured against"
+            " `/extract` is easier than against bare."
         )
     decode = realtime.pct(alone_seconds, 50) - ServerVad().silence_duration_ms / 1000
     lines.append(
