@@ -39,7 +39,9 @@ def test_boxes_land_on_the_words_of_a_page_uploaded_sideways(
 
     assert upload(page, path) == "done", page.find_element(By.ID, "status").text
     reply = json.loads(link_content(page, "download-json"))
-    assert {m["key"]: m["value"] for m in reply["cells"][0]["metadata"]} == {"rotation": "90"}
+    metadata = {m["key"]: m["value"] for m in reply["cells"][0]["metadata"]}
+    assert metadata.keys() == {"rotation", "rotationConfidence"}
+    assert metadata["rotation"] == "90"
     assert reply["pages"][0]["pageWidth"] == sideways.image.width  # the upload's own size
     img = page.find_element(By.CSS_SELECTOR, ".sheet img")
     natural = page.execute_script(
