@@ -104,16 +104,15 @@ def install(model: Any) -> None:
             _start_afresh(options)
             return beam
         tried = [beam]
+        # The window's own prompt, without the text before it (which follows sot_prev).
+        own = prompt[prompt.index(tokenizer.sot) :] if tokenizer.sot in prompt else prompt
         if prompt and prompt[0] == tokenizer.sot_prev:  # the text before the window is in it
-            afresh = original(
-                encoder_output, prompt[prompt.index(tokenizer.sot) :], tokenizer, beam_only
-            )
+            afresh = original(encoder_output, own, tokenizer, beam_only)
             tried.append(afresh)
             if not _fails(afresh, options):
                 _start_afresh(options)
                 return afresh
         if any(_runs_away(decode, options, tokenizer.eot, model.max_length) for decode in tried):
-            own = prompt[prompt.index(tokenizer.sot) :] if tokenizer.sot in prompt else prompt
             damped_options = dataclasses.replace(beam_only, repetition_penalty=REPETITION_PENALTY)
             damped = original(encoder_output, own, tokenizer, damped_options)
             tried.append(damped)
